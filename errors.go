@@ -1,0 +1,35 @@
+package dlqdump
+
+import (
+	"errors"
+
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+// Sentinel errors. Errors returned by this package wrap one of these (or one
+// of the segment package's) with details: the config field, the segment and
+// offset, the cause.
+var (
+	// ErrConfig means a Config field has an invalid value; the error names
+	// the field.
+	ErrConfig = errors.New("dlqdump: invalid config")
+	// ErrClosed means the Queue or Restorer was closed.
+	ErrClosed = errors.New("dlqdump: closed")
+	// ErrEncode means the Encoder could not encode an item.
+	ErrEncode = errors.New("dlqdump: cannot encode item")
+	// ErrBackpressure means Enqueue waited Config.EnqueueTimeout for the
+	// bytes not yet written to drop under Config.MaxPending, and they did
+	// not. The item was not accepted.
+	ErrBackpressure = errors.New("dlqdump: too many bytes not yet written")
+	// ErrNotDurable means a Durable Enqueue accepted the item but it was not
+	// on disk within Config.EnqueueTimeout. The item stays in memory and is
+	// written when the sink recovers, unless the process dies first.
+	ErrNotDurable = errors.New("dlqdump: item accepted but not yet durable")
+	// ErrSink means the Writer failed to write or publish a segment; the
+	// Queue keeps the data and retries.
+	ErrSink = errors.New("dlqdump: sink failure")
+	// ErrTooLarge means an encoded item exceeds segment.MaxRecordSize.
+	ErrTooLarge = segment.ErrTooLarge
+	// ErrCorrupt means a segment is damaged; see segment.CorruptError.
+	ErrCorrupt = segment.ErrCorrupt
+)

@@ -1,0 +1,339 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+// Writer publishes segments into a directory. Use it as dlqdump.Config.Writer:
+//
+//	&fs.Writer{Directory: "/var/lib/app/dlq"}
+type Writer struct {
+	// Directory holds the segments; it is created if missing. Required.
+	Directory string
+	// Perm is the permission of new files. Default 0640.
+	Perm os.FileMode
+	// Logger receives recovery reports. Default: discard.
+	Logger *slog.Logger
+}
+
+var (
+	_ dlqdump.Writer    = (*Writer)(nil)
+	_ dlqdump.Recoverer = (*Writer)(nil)
+)
+
+func (w *Writer) perm() os.FileMode {
+	if w.Perm == 0 {
+		return defaultPerm
+	}
+	return w.Perm
+}
+
+func (w *Writer) logger() *slog.Logger {
+	if w.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return w.Logger
+}
+
+func (w *Writer) dir() (string, error) {
+	if w.Directory == "" {
+		return "", fmt.Errorf("%w: fs.Writer.Directory: required", dlqdump.ErrConfig)
+	}
+	if err := os.MkdirAll(w.Directory, 0o750); err != nil {
+		return "", fmt.Errorf("dlqdump: fs: create directory: %w", err)
+	}
+	return w.Directory, nil
+}
+
+// Create starts the segment name in a locked temporary file.
+func (w *Writer) Create(_ context.Context, name string) (dlqdump.SegmentWriter, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	dir, err := w.dir()
+	if err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(dir, tempName(name))
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, w.perm())
+	if err != nil {
+		return nil, fmt.Errorf("dlqdump: fs: create segment: %w", err)
+	}
+	if ok, err := tryLock(f); !ok {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		if err == nil {
+			err = errors.New("locked by another process")
+		}
+		return nil, fmt.Errorf("dlqdump: fs: lock %s: %w", tmp, err)
+	}
+	return &file{f: f, dir: dir, tmp: tmp, final: filepath.Join(dir, name)}, nil
+}
+
+// file is a segment being written.
+type file struct {
+	f          *os.File
+	dir        string
+	tmp, final string
+	off        int64
+	dirSynced  bool
+	committed  bool
+}
+
+// Write writes p at the segment's current end.
+func (f *file) Write(p []byte) (int, error) {
+	n, err := f.f.WriteAt(p, f.off)
+	f.off += int64(n)
+	if err != nil {
+		return n, fmt.Errorf("dlqdump: fs: write %s: %w", f.tmp, err)
+	}
+	return n, nil
+}
+
+// Sync makes the bytes written so far, and the file's name, durable.
+func (f *file) Sync() error {
+	if err := datasync(f.f); err != nil {
+		return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
+	}
+	if !f.dirSynced {
+		if err := syncDir(f.dir); err != nil {
+			return err
+		}
+		f.dirSynced = true
+	}
+	return nil
+}
+
+// Truncate cuts the file to size bytes; the next Write goes there.
+func (f *file) Truncate(size int64) error {
+	if err := f.f.Truncate(size); err != nil {
+		return fmt.Errorf("dlqdump: fs: truncate %s: %w", f.tmp, err)
+	}
+	f.off = size
+	return nil
+}
+
+// Commit syncs the file, renames it to its final name and syncs the
+// directory. The lock is held until the rename is durable, so Recover in
+// another process never sees the file half-committed.
+func (f *file) Commit(context.Context) error {
+	if !f.committed {
+		if err := datasync(f.f); err != nil {
+			return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
+		}
+		if err := os.Rename(f.tmp, f.final); err != nil {
+			return fmt.Errorf("dlqdump: fs: publish %s: %w", f.final, err)
+		}
+		f.committed = true
+	}
+	if err := syncDir(f.dir); err != nil {
+		return err
+	}
+	return f.f.Close()
+}
+
+// Abort removes the temporary file.
+func (f *file) Abort() error {
+	err := f.f.Close()
+	if rerr := os.Remove(f.tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// Recover finds temporary files whose writer is gone (their lock is free),
+// seals their intact blocks and publishes them. A file with damage in the
+// middle has its intact records copied into a new segment and is itself moved
+// to the quarantine directory with the reason; a file with no records is
+// removed. It returns the names of the published segments.
+func (w *Writer) Recover(ctx context.Context) ([]string, error) {
+	dir, err := w.dir()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("dlqdump: fs: list %s: %w", dir, err)
+	}
+	var published []string
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(n, ".") || !strings.HasSuffix(n, segment.Ext+openSuffix) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return published, err
+		}
+		name := strings.TrimSuffix(n[1:], openSuffix)
+		pub, err := w.recoverFile(dir, filepath.Join(dir, n), name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recover %s: %w", n, err))
+			continue
+		}
+		if pub != "" {
+			published = append(published, pub)
+		}
+	}
+	return published, errors.Join(errs...)
+}
+
+// recoverFile recovers one temporary file and returns the name of the segment
+// it published: name, a new name when salvaged, or "" for none.
+func (w *Writer) recoverFile(dir, path, name string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil // committed meanwhile
+		}
+		return "", err
+	}
+	defer f.Close()
+	if locked, err := tryLock(f); err != nil || !locked {
+		return "", err // a live writer holds it
+	}
+	if !sameFile(f, path) {
+		return "", nil // renamed by its writer before we locked it
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	log := w.logger().With(slog.String("segment", name))
+	size := st.Size()
+	if size < segment.HeaderSize {
+		log.Info("removing a segment left open with no records", slog.Int64("bytes", size))
+		return "", removeSynced(dir, path)
+	}
+	res, err := segment.Scan(f, size, &segment.ReaderOptions{Name: name})
+	if err != nil {
+		var ce *segment.CorruptError
+		if !errors.As(err, &ce) {
+			return "", err
+		}
+		log.Warn("segment left open has a damaged header; moved to quarantine", slog.Any("error", err))
+		return "", moveAside(dir, QuarantineDir, path, name, "recover: "+err.Error(), w.perm())
+	}
+	if res.Damage != nil && intactAfter(f, size, res.End, name) {
+		return w.salvage(dir, f, path, name, size, res)
+	}
+	if len(res.Blocks) == 0 {
+		log.Info("removing a segment left open with no intact records", slog.Any("damage", res.Damage))
+		return "", removeSynced(dir, path)
+	}
+	if !res.Sealed || res.Damage != nil {
+		if err := f.Truncate(res.End); err != nil {
+			return "", err
+		}
+		if err := segment.Seal(io.NewOffsetWriter(f, res.End), res); err != nil {
+			return "", err
+		}
+	}
+	if err := datasync(f); err != nil {
+		return "", err
+	}
+	if err := os.Rename(path, filepath.Join(dir, name)); err != nil {
+		return "", err
+	}
+	log.Info("sealed and published a segment left open", slog.Uint64("records", res.Records), slog.Any("damage", res.Damage))
+	return name, syncDir(dir)
+}
+
+// intactAfter reports whether an intact block follows offset end.
+func intactAfter(f *os.File, size, end int64, name string) bool {
+	r, err := segment.NewReader(f, size, &segment.ReaderOptions{Name: name})
+	if err != nil || r.Seek(segment.Position{Offset: end}) != nil {
+		return false
+	}
+	for {
+		_, err := r.NextBlock()
+		if err == nil {
+			return true
+		}
+		var ce *segment.CorruptError
+		if !errors.As(err, &ce) {
+			return false
+		}
+	}
+}
+
+// salvage copies every intact record of a damaged file into a new segment
+// with the same header, publishes it and quarantines the damaged file.
+func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, res *segment.ScanResult) (string, error) {
+	r, err := segment.NewReader(f, size, &segment.ReaderOptions{Name: name})
+	if err != nil {
+		return "", err
+	}
+	// The copy gets a name of its own: the original keeps its name in
+	// quarantine.
+	hdr := res.Header
+	hdr.ID = segment.NewID(hdr.Created)
+	newName := segment.FileName(hdr.Created, hdr.ID)
+	sw, err := w.Create(context.Background(), newName)
+	if err != nil {
+		return "", err
+	}
+	out, err := segment.NewWriter(sw, hdr, nil)
+	if err != nil {
+		_ = sw.Abort()
+		return "", err
+	}
+	var copied, damaged int
+	var firstDamage error
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var ce *segment.CorruptError
+			if !errors.As(err, &ce) {
+				_ = sw.Abort()
+				return "", err
+			}
+			damaged++
+			if firstDamage == nil {
+				firstDamage = err
+			}
+			continue // the damage is reported below and the file kept
+		}
+		if err := out.Copy(&rec, nil); err != nil {
+			_ = sw.Abort()
+			return "", err
+		}
+		copied++
+	}
+	if err := out.Close(); err != nil {
+		_ = sw.Abort()
+		return "", err
+	}
+	// The damaged original must leave the temporary name before the salvaged
+	// copy takes the final one, so a crash in between loses nothing.
+	reason := fmt.Sprintf("recover: %d damaged blocks (first: %v); %d intact records copied into %s", damaged, firstDamage, copied, newName)
+	if err := moveAside(dir, QuarantineDir, path, name, reason, w.perm()); err != nil {
+		_ = sw.Abort()
+		return "", err
+	}
+	if err := sw.Commit(context.Background()); err != nil {
+		return "", err
+	}
+	w.logger().Warn("salvaged a damaged segment left open", slog.String("segment", name), slog.String("copy", newName), slog.Int("records", copied), slog.Int("damaged_blocks", damaged))
+	return newName, nil
+}
+
+func removeSynced(dir, path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}

@@ -1,0 +1,197 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// EncodedBlock is a compressed, checksummed block waiting for its place in a
+// segment (Writer.WriteBlock gives it its offset and first sequence number).
+// The zero value is ready for Compressor.Encode, which reuses its storage.
+type EncodedBlock struct {
+	buf       []byte // block header (firstSeq and crc not yet set) + stored bytes
+	info      BlockInfo
+	storedCRC uint32
+}
+
+// Len returns the size the block takes in a segment, header included.
+func (e *EncodedBlock) Len() int { return len(e.buf) }
+
+// Count returns the number of records in the block.
+func (e *EncodedBlock) Count() int { return int(e.info.Count) }
+
+// RawLen returns the size of the block's records before compression.
+func (e *EncodedBlock) RawLen() int { return int(e.info.RawLen) }
+
+// MinTime returns the earliest record time in the block (Unix nanoseconds).
+func (e *EncodedBlock) MinTime() int64 { return e.info.MinTime }
+
+// Compressor turns a BlockBuilder's records into an EncodedBlock. It is not
+// safe for concurrent use; run one per goroutine.
+type Compressor struct {
+	codec Codec
+	level int
+	zenc  *zstd.Encoder
+}
+
+// NewCompressor returns a compressor for codec. level 0 is the codec's
+// default; for zstd it is a zstd level (1 fastest, 3 default, up to 19, mapped
+// to klauspost's four encoder levels); for S2, 1 is Encode, 2 Better, 3 Best.
+func NewCompressor(codec Codec, level int) (*Compressor, error) {
+	c := &Compressor{codec: codec, level: level}
+	switch codec {
+	case CodecNone, CodecS2:
+	case CodecZstd:
+		lvl := zstd.SpeedDefault
+		if level != 0 {
+			lvl = zstd.EncoderLevelFromZstd(level)
+		}
+		enc, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(lvl),
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithEncoderCRC(false), // blocks carry their own CRC32C
+			zstd.WithWindowSize(1<<20),
+			zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			return nil, fmt.Errorf("dlqdump: zstd encoder: %w", err)
+		}
+		c.zenc = enc
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrFormat, codec)
+	}
+	return c, nil
+}
+
+// Codec returns the compressor's codec.
+func (c *Compressor) Codec() Codec { return c.codec }
+
+// Encode compresses the records of b into dst, reusing dst's storage. When
+// compression does not make the block smaller the raw bytes are stored.
+func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
+	raw := b.raw
+	buf := dst.buf[:0]
+	if cap(buf) < BlockHeaderSize+len(raw)+len(raw)/16+64 {
+		buf = make([]byte, 0, BlockHeaderSize+len(raw)+len(raw)/16+64)
+	}
+	buf = buf[:BlockHeaderSize]
+	codec := c.codec
+	switch codec {
+	case CodecZstd:
+		buf = c.zenc.EncodeAll(raw, buf)
+	case CodecS2:
+		switch {
+		case c.level >= 3:
+			buf = appendS2(buf, raw, s2.EncodeBest)
+		case c.level == 2:
+			buf = appendS2(buf, raw, s2.EncodeBetter)
+		default:
+			buf = appendS2(buf, raw, s2.Encode)
+		}
+	}
+	if codec == CodecNone || len(buf)-BlockHeaderSize >= len(raw) {
+		codec = CodecNone
+		buf = append(buf[:BlockHeaderSize], raw...)
+	}
+	stored := buf[BlockHeaderSize:]
+	dst.info = BlockInfo{
+		Count:     b.count,
+		RawLen:    uint32(len(raw)),
+		StoredLen: uint32(len(stored)),
+		Codec:     codec,
+		MinTime:   b.min,
+		MaxTime:   b.max,
+	}
+	h := buf[:BlockHeaderSize]
+	binary.LittleEndian.PutUint32(h[0:], blockMagic)
+	h[4] = blockTypeData
+	h[5] = byte(codec)
+	binary.LittleEndian.PutUint16(h[6:], 0)
+	binary.LittleEndian.PutUint32(h[8:], b.count)
+	binary.LittleEndian.PutUint32(h[12:], uint32(len(raw)))
+	binary.LittleEndian.PutUint32(h[16:], uint32(len(stored)))
+	binary.LittleEndian.PutUint64(h[20:], 0) // firstSeq: set by Writer.WriteBlock
+	binary.LittleEndian.PutUint64(h[28:], uint64(b.base))
+	binary.LittleEndian.PutUint64(h[36:], uint64(b.min))
+	binary.LittleEndian.PutUint64(h[44:], uint64(b.max))
+	dst.storedCRC = crc32.Checksum(stored, castag)
+	dst.buf = buf
+}
+
+func appendS2(dst, src []byte, enc func(dst, src []byte) []byte) []byte {
+	n := s2.MaxEncodedLen(len(src))
+	if n < 0 {
+		return append(dst, src...) // too large for S2; stored raw
+	}
+	if cap(dst)-len(dst) < n {
+		grown := make([]byte, len(dst), len(dst)+n)
+		copy(grown, dst)
+		dst = grown
+	}
+	out := enc(dst[len(dst):len(dst)+n], src)
+	return dst[:len(dst)+len(out)]
+}
+
+// finish sets the block's first sequence number and checksum in its header.
+func (e *EncodedBlock) finish(firstSeq uint64) {
+	h := e.buf[:BlockHeaderSize]
+	binary.LittleEndian.PutUint64(h[20:], firstSeq)
+	crc := crc32.Update(e.storedCRC, castag, h[:56])
+	binary.LittleEndian.PutUint32(h[56:], crc)
+	e.info.FirstSeq = firstSeq
+}
+
+// zstdDecoders holds decoders for blocks of at most MaxBlockSize raw bytes.
+var zstdDecoders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(MaxBlockSize),
+		zstd.WithDecoderMaxWindow(MaxBlockSize),
+		zstd.WithDecodeAllCapLimit(true),
+		zstd.IgnoreChecksum(true))
+	if err != nil {
+		panic("dlqdump: zstd decoder options: " + err.Error())
+	}
+	return d
+}}
+
+// decode decompresses stored into dst, which must have a capacity of exactly
+// rawLen (checked against the caps by the caller). It returns the raw bytes.
+func decodeBlock(codec Codec, stored, dst []byte, rawLen int) ([]byte, error) {
+	switch codec {
+	case CodecNone:
+		if len(stored) != rawLen {
+			return nil, fmt.Errorf("raw block of %d bytes, header says %d", len(stored), rawLen)
+		}
+		return append(dst[:0], stored...), nil
+	case CodecZstd:
+		d := zstdDecoders.Get().(*zstd.Decoder)
+		out, err := d.DecodeAll(stored, dst[:0])
+		zstdDecoders.Put(d)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		if len(out) != rawLen {
+			return nil, fmt.Errorf("zstd block decodes to %d bytes, header says %d", len(out), rawLen)
+		}
+		return out, nil
+	case CodecS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil {
+			return nil, fmt.Errorf("s2: %w", err)
+		}
+		if n != rawLen {
+			return nil, fmt.Errorf("s2 block decodes to %d bytes, header says %d", n, rawLen)
+		}
+		out, err := s2.Decode(dst[:rawLen], stored)
+		if err != nil {
+			return nil, fmt.Errorf("s2: %w", err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unknown codec %d", ErrFormat, codec)
+}

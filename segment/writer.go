@@ -1,0 +1,296 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"time"
+)
+
+// WriterOptions tune a Writer's record-level API (Add, AddRecord). Writers that
+// only take EncodedBlocks ignore them.
+type WriterOptions struct {
+	// Level is the compression level for the header's codec; 0 is the
+	// codec's default (see NewCompressor).
+	Level int
+	// BlockSize is the raw size at which a block is cut. Default
+	// DefaultBlockSize.
+	BlockSize int
+}
+
+// Writer writes one segment: the header when created, then blocks, then the
+// footer on Close. A failed write leaves the Writer's state as it was before
+// the call: the caller may truncate the destination to Size() and retry. It is
+// not safe for concurrent use.
+type Writer struct {
+	w   io.Writer
+	hdr Header
+
+	off      int64
+	index    []BlockInfo
+	records  uint64
+	raw      uint64
+	stored   uint64
+	min, max int64
+	closed   bool
+
+	// Record-level API state, set up on first use.
+	opts WriterOptions
+	comp *Compressor
+	bb   BlockBuilder
+	eb   EncodedBlock
+	body []byte
+}
+
+// NewWriter writes h to w and returns a Writer appending blocks after it.
+// h.FormatVersion is set to FormatVersion; a zero h.Created is set to now and a
+// zero h.ID to a new ID.
+func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
+	h.FormatVersion = FormatVersion
+	if h.Created.IsZero() {
+		h.Created = time.Now()
+	}
+	if h.ID == (ID{}) {
+		h.ID = NewID(h.Created)
+	}
+	if !h.Codec.valid() {
+		return nil, fmt.Errorf("%w: codec %d", ErrFormat, h.Codec)
+	}
+	sw := &Writer{w: w, hdr: h}
+	if opts != nil {
+		sw.opts = *opts
+	}
+	if sw.opts.BlockSize <= 0 {
+		sw.opts.BlockSize = DefaultBlockSize
+	}
+	var b [HeaderSize]byte
+	h.marshal(b[:])
+	if _, err := w.Write(b[:]); err != nil {
+		return nil, fmt.Errorf("dlqdump: write segment header: %w", err)
+	}
+	sw.off = HeaderSize
+	return sw, nil
+}
+
+// Header returns the segment's header.
+func (w *Writer) Header() Header { return w.hdr }
+
+// Size returns the number of bytes written so far.
+func (w *Writer) Size() int64 { return w.off }
+
+// Records returns the number of records in the blocks written so far.
+func (w *Writer) Records() uint64 { return w.records }
+
+// Blocks returns the number of blocks written so far.
+func (w *Writer) Blocks() int { return len(w.index) }
+
+// SealedSize returns the size the segment would have if a block of blockLen
+// bytes (0 for none) were written and the segment then sealed.
+func (w *Writer) SealedSize(blockLen int) int64 {
+	n := len(w.index)
+	if blockLen > 0 {
+		n++
+	}
+	return w.off + int64(blockLen) + footerSize(n)
+}
+
+// Truncate forgets the blocks at and after offset size, which must be the end
+// of a block (or of the header), so that they can be written again after the
+// caller truncated the destination to size.
+func (w *Writer) Truncate(size int64) error {
+	if w.closed {
+		return ErrClosed
+	}
+	n := len(w.index)
+	for n > 0 && w.index[n-1].Offset >= size {
+		n--
+	}
+	end := int64(HeaderSize)
+	if n > 0 {
+		end = w.index[n-1].End()
+	}
+	if end != size {
+		return fmt.Errorf("dlqdump: truncate segment to %d: not the end of a block", size)
+	}
+	w.index = w.index[:n]
+	w.off = size
+	w.records, w.raw, w.stored, w.min, w.max = 0, 0, 0, 0, 0
+	for i, b := range w.index {
+		if i == 0 {
+			w.min, w.max = b.MinTime, b.MaxTime
+		} else {
+			w.min, w.max = min(w.min, b.MinTime), max(w.max, b.MaxTime)
+		}
+		w.records += uint64(b.Count)
+		w.raw += uint64(b.RawLen)
+		w.stored += uint64(b.StoredLen)
+	}
+	return nil
+}
+
+// WriteBlock appends an encoded block, giving it the next sequence numbers.
+func (w *Writer) WriteBlock(e *EncodedBlock) error {
+	if w.closed {
+		return ErrClosed
+	}
+	e.finish(w.records)
+	if _, err := w.w.Write(e.buf); err != nil {
+		return fmt.Errorf("dlqdump: write block at offset %d: %w", w.off, err)
+	}
+	info := e.info
+	info.Offset = w.off
+	w.index = append(w.index, info)
+	w.off += int64(len(e.buf))
+	if w.records == 0 {
+		w.min, w.max = info.MinTime, info.MaxTime
+	} else {
+		w.min, w.max = min(w.min, info.MinTime), max(w.max, info.MaxTime)
+	}
+	w.records += uint64(info.Count)
+	w.raw += uint64(info.RawLen)
+	w.stored += uint64(info.StoredLen)
+	return nil
+}
+
+// Add appends a record that entered the dump at t with the given headers and
+// payload. Records are buffered into blocks of WriterOptions.BlockSize.
+func (w *Writer) Add(t time.Time, headers map[string]string, payload []byte) error {
+	w.body = AppendHeaders(w.body[:0], headers)
+	w.body = append(w.body, payload...)
+	return w.AddRecord(t.UnixNano(), w.body)
+}
+
+// AddRecord appends a record with a prepared body (AppendHeaders followed by
+// the payload) that entered the dump at t (Unix nanoseconds).
+func (w *Writer) AddRecord(t int64, body []byte) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if len(body) > MaxRecordSize {
+		return fmt.Errorf("%w: record body of %d bytes, the cap is %d", ErrTooLarge, len(body), MaxRecordSize)
+	}
+	if w.bb.Count() > 0 && w.bb.Len()+RecordSize(len(body)) > w.opts.BlockSize {
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+	}
+	w.bb.Add(t, body)
+	if w.bb.Len() >= w.opts.BlockSize {
+		return w.flushBlock()
+	}
+	return nil
+}
+
+// Copy appends a record read from another segment, headers and time kept.
+// extra headers, if any, are added to (or replace) the record's own.
+func (w *Writer) Copy(r *Record, extra map[string]string) error {
+	if len(extra) == 0 {
+		w.body = AppendRecordHeaders(w.body[:0], r.Headers)
+	} else {
+		m := r.Headers.Map()
+		if m == nil {
+			m = make(map[string]string, len(extra))
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		w.body = AppendHeaders(w.body[:0], m)
+	}
+	w.body = append(w.body, r.Payload...)
+	return w.AddRecord(r.Time, w.body)
+}
+
+// Flush writes the records buffered by Add as a block.
+func (w *Writer) Flush() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.bb.Count() == 0 {
+		return nil
+	}
+	return w.flushBlock()
+}
+
+func (w *Writer) flushBlock() error {
+	if w.comp == nil {
+		c, err := NewCompressor(w.hdr.Codec, w.opts.Level)
+		if err != nil {
+			return err
+		}
+		w.comp = c
+	}
+	w.comp.Encode(&w.eb, &w.bb)
+	if err := w.WriteBlock(&w.eb); err != nil {
+		return err
+	}
+	w.bb.Reset(w.bb.raw)
+	return nil
+}
+
+// Close flushes buffered records and seals the segment with its footer. It
+// does not close the underlying writer.
+func (w *Writer) Close() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	b := appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now())
+	if _, err := w.w.Write(b); err != nil {
+		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", w.off, err)
+	}
+	w.off += int64(len(b))
+	w.closed = true
+	return nil
+}
+
+// appendFooter appends footer and trailer.
+func appendFooter(dst []byte, index []BlockInfo, records, raw, stored uint64, minT, maxT int64, sealed time.Time) []byte {
+	start := len(dst)
+	le := binary.LittleEndian
+	dst = le.AppendUint32(dst, blockMagic)
+	dst = append(dst, blockTypeFooter, 0, 0, 0)
+	dst = le.AppendUint32(dst, uint32(len(index)))
+	dst = le.AppendUint64(dst, records)
+	dst = le.AppendUint64(dst, raw)
+	dst = le.AppendUint64(dst, stored)
+	dst = le.AppendUint64(dst, uint64(minT))
+	dst = le.AppendUint64(dst, uint64(maxT))
+	dst = le.AppendUint64(dst, uint64(sealed.UnixNano()))
+	for i := range index {
+		b := &index[i]
+		dst = le.AppendUint64(dst, uint64(b.Offset))
+		dst = le.AppendUint64(dst, b.FirstSeq)
+		dst = le.AppendUint32(dst, b.Count)
+		dst = le.AppendUint32(dst, b.RawLen)
+		dst = le.AppendUint64(dst, uint64(b.MinTime))
+		dst = le.AppendUint64(dst, uint64(b.MaxTime))
+	}
+	dst = le.AppendUint32(dst, crc32.Checksum(dst[start:], castag))
+	dst = le.AppendUint32(dst, uint32(len(dst)-start))
+	return append(dst, endMagic[:]...)
+}
+
+// Seal appends a footer to a segment whose intact prefix was found by Scan,
+// making it a sealed segment. w must write at offset s.End: the caller
+// truncates the file there first.
+func Seal(w io.Writer, s *ScanResult) error {
+	var minT, maxT int64
+	var raw, stored uint64
+	for i, b := range s.Blocks {
+		if i == 0 {
+			minT, maxT = b.MinTime, b.MaxTime
+		} else {
+			minT, maxT = min(minT, b.MinTime), max(maxT, b.MaxTime)
+		}
+		raw += uint64(b.RawLen)
+		stored += uint64(b.StoredLen)
+	}
+	b := appendFooter(nil, s.Blocks, s.Records, raw, stored, minT, maxT, time.Now())
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", s.End, err)
+	}
+	return nil
+}
