@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -40,7 +41,9 @@ type Queue struct {
 	work     []*block // cut and not yet taken by a compressor
 	syncing  bool     // Durable: a cut for waiting callers is in flight
 	space    chan struct{}
-	waiting  int // callers waiting in backpressure
+	waiting  int      // callers waiting in backpressure
+	free     []*block // finished blocks kept for reuse
+	maxFree  int
 
 	pending  atomic.Int64 // bytes accepted, not yet written
 	records  atomic.Uint64
@@ -89,8 +92,6 @@ type openSegment struct {
 	synced int64 // size at the last successful Sync
 }
 
-var blockPool sync.Pool
-
 // NewQueue validates the config and starts a Queue. If the Writer implements
 // Recoverer, segments left open by a crash are sealed and published first.
 func NewQueue(config *Config) (*Queue, error) {
@@ -122,7 +123,8 @@ func NewQueue(config *Config) (*Queue, error) {
 			return nil, fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
 		}
 	}
-	q.cur = q.newBlock()
+	q.maxFree = int(int64(c.MaxPending)/int64(c.blockSize)) + 2*c.Compressors + 2
+	q.cur = q.newBlockLocked()
 	for range c.Compressors {
 		comp, err := segment.NewCompressor(c.codec, c.CompressionLevel)
 		if err != nil {
@@ -135,14 +137,19 @@ func NewQueue(config *Config) (*Queue, error) {
 	return q, nil
 }
 
-func (q *Queue) newBlock() *block {
-	b, _ := blockPool.Get().(*block)
-	if b == nil {
-		b = &block{}
+// newBlockLocked returns an empty block, reusing a finished one if any.
+func (q *Queue) newBlockLocked() *block {
+	if n := len(q.free); n > 0 {
+		b := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		raw, enc := b.bb.Raw(), b.eb
+		*b = block{eb: enc}
+		b.bb.Reset(raw)
+		return b
 	}
-	raw, enc := b.bb.Raw(), b.eb
-	*b = block{eb: enc}
-	b.bb.Reset(raw)
+	b := &block{}
+	b.bb.Reset(make([]byte, 0, q.c.blockSize+q.c.blockSize/8))
 	return b
 }
 
@@ -312,7 +319,7 @@ func (q *Queue) cutLocked(reason string) *block {
 	}
 	q.inflight = append(q.inflight, b)
 	q.work = append(q.work, b)
-	q.cur = q.newBlock()
+	q.cur = q.newBlockLocked()
 	select {
 	case q.workReady <- struct{}{}:
 	default:
@@ -597,13 +604,17 @@ func (q *Queue) resync(cause error) error {
 	return err
 }
 
-// finish completes a block: wakes its waiters and recycles it.
+// finish completes a block: wakes its waiters or recycles it.
 func (q *Queue) finish(b *block) {
 	if b.done != nil {
 		close(b.done)
 		return // waiters read b.err; leave it to the garbage collector
 	}
-	blockPool.Put(b)
+	q.mu.Lock()
+	if len(q.free) < q.maxFree && cap(b.bb.Raw()) <= 2*q.c.blockSize {
+		q.free = append(q.free, b)
+	}
+	q.mu.Unlock()
 }
 
 func (q *Queue) fail(err error) {
@@ -689,7 +700,15 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	// Abandoned: count what was not written and release durable waiters.
+	// Abandoned: release the open segment as it is (a crash-recovering
+	// sink finds it on the next start), count what was not written and
+	// release durable waiters.
+	if q.seg != nil {
+		if c, ok := q.seg.sw.(io.Closer); ok {
+			_ = c.Close()
+		}
+		q.seg = nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var lost int

@@ -31,6 +31,10 @@ type SegmentWriter interface {
 	Abort() error
 }
 
+// A SegmentWriter that is also an io.Closer is closed without being committed
+// when Queue.Shutdown gives up on it, so that a sink which recovers unfinished
+// segments (see Recoverer) can take it over.
+
 // Recoverer is implemented by Writers that can find segments left unfinished
 // by a crash. NewQueue calls Recover before accepting items; it seals and
 // publishes the intact blocks of every such segment and returns their names.

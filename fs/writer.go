@@ -142,6 +142,14 @@ func (f *file) Commit(context.Context) error {
 	return f.f.Close()
 }
 
+// Close releases the file without publishing it; Recover seals it later.
+func (f *file) Close() error {
+	if f.committed {
+		return nil
+	}
+	return f.f.Close()
+}
+
 // Abort removes the temporary file.
 func (f *file) Abort() error {
 	err := f.f.Close()
@@ -200,7 +208,8 @@ func (w *Writer) recoverFile(dir, path, name string) (string, error) {
 	}
 	defer f.Close()
 	if locked, err := tryLock(f); err != nil || !locked {
-		return "", err // a live writer holds it
+		w.logger().Debug("segment is open by a live writer; not recovering it", slog.String("segment", name))
+		return "", err
 	}
 	if !sameFile(f, path) {
 		return "", nil // renamed by its writer before we locked it

@@ -1,0 +1,63 @@
+package dlqdump_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/gen"
+)
+
+// discardWriter is a sink that keeps nothing, to measure the Queue alone.
+type discardWriter struct{}
+
+func (discardWriter) Create(context.Context, string) (dlqdump.SegmentWriter, error) {
+	return discardSegment{}, nil
+}
+
+type discardSegment struct{}
+
+func (discardSegment) Write(p []byte) (int, error)  { return len(p), nil }
+func (discardSegment) Sync() error                  { return nil }
+func (discardSegment) Truncate(int64) error         { return nil }
+func (discardSegment) Commit(context.Context) error { return nil }
+func (discardSegment) Abort() error                 { return nil }
+
+func benchEnqueue(b *testing.B, w dlqdump.Writer, codec dlqdump.Codec) {
+	pool := gen.New(1).Events(1<<14, 256)
+	var size int64
+	for _, p := range pool {
+		size += int64(len(p))
+	}
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Megabyte, Codec: codec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size / int64(len(pool)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if err := q.Enqueue(pool[i%len(pool)]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+	if err := q.Close(); err != nil { // included: the work is done when published
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+}
+
+// BenchmarkEnqueue measures Enqueue of 256-byte JSON dead letters through to
+// published segments, with a sink that discards and with the fs sink.
+func BenchmarkEnqueue(b *testing.B) {
+	b.Run("discard/zstd", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.Zstd) })
+	b.Run("discard/s2", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.S2) })
+	b.Run("fs/zstd", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.Zstd) })
+	b.Run("fs/s2", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.S2) })
+}

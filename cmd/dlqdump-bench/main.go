@@ -1,0 +1,157 @@
+// Command dlqdump-bench measures dlqdump on this machine, with realistic
+// generated dead letters, and prints figures beside the ceiling of plain zstd
+// measured in the same run on the same data.
+//
+// Usage:
+//
+//	go run ./cmd/dlqdump-bench dump    [flags]   # Queue into the fs sink
+//	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
+//	go run ./cmd/dlqdump-bench all     [flags]
+//
+// Run with -h for the flags.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/gen"
+)
+
+type options struct {
+	n        int
+	size     int
+	codec    string
+	dir      string
+	capacity dlqdump.MemorySize
+	latency  time.Duration
+	poolSize int
+}
+
+func main() {
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all [flags]")
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	var o options
+	var capacity string
+	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
+	fl.IntVar(&o.n, "n", 2_000_000, "records to dump")
+	fl.IntVar(&o.size, "size", 256, "approximate record size in bytes (<= 64: small events)")
+	fl.StringVar(&o.codec, "codec", "zstd", "codec: zstd, s2 or none")
+	fl.StringVar(&o.dir, "dir", "", "directory for the segments (default: a new temporary directory, removed after)")
+	fl.StringVar(&capacity, "capacity", "16MiB", "segment Capacity")
+	fl.DurationVar(&o.latency, "latency-duration", 3*time.Second, "how long to measure Enqueue latency at each load")
+	fl.IntVar(&o.poolSize, "pool", 65536, "distinct records generated and cycled through")
+	_ = fl.Parse(os.Args[2:])
+	var err error
+	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {
+		fatal(err)
+	}
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "dlqdump-bench-")
+		if err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(d)
+		o.dir = d
+	}
+	fmt.Printf("dlqdump-bench %s: %d records of ~%d B (generated JSON dead letters), codec %s, GOMAXPROCS=%d, %s/%s\n\n",
+		cmd, o.n, o.size, o.codec, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	pool := gen.New(1).Events(o.poolSize, o.size)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	switch cmd {
+	case "dump":
+		err = benchDump(tw, &o, pool)
+	case "restore":
+		err = benchRestore(tw, &o, pool)
+	case "all":
+		if err = benchDump(tw, &o, pool); err == nil {
+			err = benchRestore(tw, &o, pool)
+		}
+	default:
+		err = fmt.Errorf("unknown command %q", cmd)
+	}
+	tw.Flush()
+	if err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "dlqdump-bench:", err)
+	os.Exit(1)
+}
+
+func codecOf(s string) (dlqdump.Codec, error) {
+	switch s {
+	case "zstd":
+		return dlqdump.Zstd, nil
+	case "s2":
+		return dlqdump.S2, nil
+	case "none":
+		return dlqdump.NoCompression, nil
+	}
+	return 0, fmt.Errorf("unknown codec %q", s)
+}
+
+// peakRSS returns the process's peak resident set since the last resetPeakRSS.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// resetPeakRSS restarts the peak resident set measurement (Linux).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+func mb(bytes float64, d time.Duration) float64 { return bytes / d.Seconds() / 1e6 }
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func dirSize(dir string) (int64, int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	var total int64
+	var n int
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".dlq") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return 0, 0, err
+		}
+		total += info.Size()
+		n++
+	}
+	return total, n, nil
+}

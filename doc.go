@@ -1,0 +1,73 @@
+// Package dlqdump keeps the dead letters of in-process queues: what a queue
+// (github.com/koykov/queue, or any code with an Enqueue(x any) error) cannot
+// hold or process is dumped into compact, versioned, compressed, checksummed
+// segments on local disk or S3, can be inspected offline, and is restored
+// later at a rate the destination can take. Nothing that enters the dump is
+// lost without a trace.
+//
+// # Dumping
+//
+// A Queue is the dumper. It implements the koykov queue.Interface, so it plugs
+// into queue.Config.DLQ:
+//
+//	dump, err := dlqdump.NewQueue(&dlqdump.Config{
+//		Version:  dlqdump.NewVersion(1, 0, 0, 0),
+//		Capacity: 64 * dlqdump.Megabyte,          // largest segment
+//		Writer:   &fs.Writer{Directory: "/var/lib/app/dlq"},
+//	})
+//	...
+//	q, err := queue.New(&queue.Config{Capacity: 1000, Workers: 8, Worker: w, DLQ: dump, FailToDLQ: true})
+//
+// Queue.Enqueue encodes the item (Config.Encoder) and appends it to an
+// in-memory block; it does no I/O. Blocks are compressed (zstd by default) by
+// background goroutines and appended, in order, to the open segment, which is
+// sealed and published atomically when it reaches Config.Capacity,
+// Config.FlushInterval after its first record, on Queue.Flush and on Close.
+// Items can carry headers (an Envelope, or a HeaderCarrier item): why they
+// were dead-lettered, where from, the last error.
+//
+// # What a crash can lose
+//
+// With Config.Durable, Enqueue returns only after the record is synced to
+// stable storage; concurrent callers share each sync. Every record whose
+// Enqueue returned nil survives kill -9 and power loss: the fs sink's Recover
+// seals the segment left open on the next start.
+//
+// Without Durable (the default), Enqueue returns as soon as the record is in
+// memory. Then:
+//
+//   - If the process dies (kill -9, panic, OOM), the records not yet handed to
+//     the operating system are lost: those in the block being filled and in
+//     blocks waiting to be compressed or written. That is at most
+//     Config.MaxPending bytes; at low traffic, when the block being filled
+//     fills slowly, it is the records that entered since the last block was
+//     cut, at most Config.FlushInterval's worth. Blocks already written to the
+//     open segment's file survive and are recovered on the next start.
+//   - If the machine loses power, the records of the open segment (not yet
+//     synced) are lost too: at most Config.Capacity bytes, at most
+//     Config.FlushInterval's worth of records.
+//
+// Queue.Stats and Config.MetricsWriter count what was accepted, so a loss is
+// never silent: the difference shows.
+//
+// # Backpressure
+//
+// The bytes accepted but not yet written are bounded by Config.MaxPending.
+// Queue.Rate reports them over the limit. Past it Enqueue waits up to
+// Config.EnqueueTimeout and then returns ErrBackpressure: the caller learns
+// that the item was not dumped. A failing sink (a full disk, S3 down) is
+// retried with backoff; the data stays in memory meanwhile and backpressure
+// tells the callers.
+//
+// # Restoring
+//
+// A Restorer reads segments back from a Reader, checks each segment's data
+// Version, decodes every record (Config.Decoder) and enqueues it into
+// Config.Queue at a rate it can take.
+//
+// # Segments
+//
+// The segment package defines the one on-disk format used by every sink, the
+// Restorer and the CLI: a header, blocks of records each with a CRC32C, and a
+// footer indexing the blocks. See its documentation.
+package dlqdump
