@@ -28,6 +28,13 @@ var (
 	// ErrSink means the Writer failed to write or publish a segment; the
 	// Queue keeps the data and retries.
 	ErrSink = errors.New("dlqdump: sink failure")
+	// ErrNotFound means a segment does not exist (any more) in that area.
+	ErrNotFound = errors.New("dlqdump: segment not found")
+	// ErrClaimed means another restorer holds a live claim on the segment.
+	ErrClaimed = errors.New("dlqdump: segment claimed by another restorer")
+	// ErrLeaseLost means the claim expired and was taken over: the holder
+	// must stop restoring that segment at once.
+	ErrLeaseLost = errors.New("dlqdump: segment lease lost")
 	// ErrTooLarge means an encoded item exceeds segment.MaxRecordSize.
 	ErrTooLarge = segment.ErrTooLarge
 	// ErrCorrupt means a segment is damaged; see segment.CorruptError.
