@@ -98,8 +98,8 @@ type faultyWriter struct {
 	// everyN makes one call in N of each kind fail (0: never), for the first
 	// faultCalls calls of that kind.
 	everyN, faultCalls int
-	mu          sync.Mutex
-	calls       map[string]int
+	mu                 sync.Mutex
+	calls              map[string]int
 }
 
 var errInjected = errors.New("injected fault: no space left on device")
