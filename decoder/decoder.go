@@ -1,0 +1,169 @@
+// Package decoder holds ready-made dlqdump.Decoder implementations, each the
+// inverse of an encoder in the encoder package: Fallthrough for Builtin
+// (the bytes as they are), Unmarshaller for Marshaller (protobuf messages,
+// encoding.BinaryUnmarshaler and gogo-style Unmarshal), JSON for JSON.
+//
+// A record's bytes are only valid during Decode (Decode(p []byte) (any,
+// error)): every decoder here returns an item that shares no memory with p,
+// copying p before handing it to a method that might keep it. A record that
+// cannot be decoded is an error wrapping ErrDecode that names the decoder and
+// the type it decodes into.
+package decoder
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrDecode means the decoder could not turn a record back into an item:
+// the bytes are not a valid encoding for the type, or the decoder is
+// misconfigured.
+var ErrDecode = errors.New("dlqdump: decoder: cannot decode item")
+
+// Fallthrough returns the record's bytes as the item: the inverse of
+// encoder.Builtin. The item is a fresh []byte (never nil, empty for an
+// empty record), or a string when AsString is set.
+type Fallthrough struct {
+	// AsString makes the item a string instead of a []byte.
+	AsString bool
+}
+
+// Decode returns a copy of p as a []byte, or as a string with AsString.
+func (d Fallthrough) Decode(p []byte) (any, error) {
+	if d.AsString {
+		return string(p), nil
+	}
+	b := make([]byte, len(p))
+	copy(b, p)
+	return b, nil
+}
+
+// unmarshaler is the gogo/protobuf style of unmarshalling.
+type unmarshaler interface {
+	Unmarshal(p []byte) error
+}
+
+// Unmarshaller decodes into the value New returns: the inverse of
+// encoder.Marshaller. The value is tried as a protobuf message
+// (google.golang.org/protobuf proto.Message), an encoding.BinaryUnmarshaler
+// and a gogo-style message with Unmarshal([]byte) error, in that order, and
+// is the item once filled. The two latter get a copy of the record, so they
+// may keep it.
+type Unmarshaller struct {
+	// New returns a fresh value to decode into, a non-nil pointer such as
+	// new(pb.Event), on every call: the items must not share it. Required.
+	New func() any
+}
+
+// Decode fills the value New returns from p and returns it.
+func (u Unmarshaller) Decode(p []byte) (any, error) {
+	x, err := newTarget("Unmarshaller", u.New)
+	if err != nil {
+		return nil, err
+	}
+	switch v := x.(type) {
+	case proto.Message:
+		if err := (proto.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(p, v); err != nil {
+			return nil, fmt.Errorf("%w: decoder.Unmarshaller into %T: %w", ErrDecode, x, err)
+		}
+	case encoding.BinaryUnmarshaler:
+		if err := v.UnmarshalBinary(bytes.Clone(p)); err != nil {
+			return nil, fmt.Errorf("%w: decoder.Unmarshaller: %T.UnmarshalBinary: %w", ErrDecode, x, err)
+		}
+	case unmarshaler:
+		if err := v.Unmarshal(bytes.Clone(p)); err != nil {
+			return nil, fmt.Errorf("%w: decoder.Unmarshaller: %T.Unmarshal: %w", ErrDecode, x, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: decoder.Unmarshaller cannot decode into %T: not a proto.Message, encoding.BinaryUnmarshaler or Unmarshal([]byte) error", ErrDecode, x)
+	}
+	return x, nil
+}
+
+// Proto returns an Unmarshaller whose items are *T protobuf messages, e.g.
+// decoder.Proto[pb.Event]().
+func Proto[T any, P interface {
+	*T
+	proto.Message
+}]() Unmarshaller {
+	return Unmarshaller{New: func() any { return P(new(T)) }}
+}
+
+// JSON decodes with encoding/json into the value New returns: the inverse
+// of encoder.JSON. The value, a non-nil pointer, is the item once filled.
+// A record holding anything after the JSON value is an error.
+type JSON struct {
+	// New returns a fresh pointer to decode into, such as new(Event), on
+	// every call: the items must not share it. Required; JSONOf sets it.
+	New func() any
+	// Strict makes an object key that matches no struct field an error
+	// (json.Decoder.DisallowUnknownFields) instead of being ignored.
+	Strict bool
+}
+
+// JSONOf returns a JSON decoder whose items are *T.
+func JSONOf[T any]() JSON {
+	return JSON{New: func() any { return new(T) }}
+}
+
+// Decode fills the value New returns from the JSON in p and returns it.
+func (d JSON) Decode(p []byte) (any, error) {
+	x, err := newTarget("JSON", d.New)
+	if err != nil {
+		return nil, err
+	}
+	if d.Strict {
+		err = decodeStrict(p, x)
+	} else {
+		// json.Unmarshal copies what it keeps, and an UnmarshalJSON method
+		// is handed a copy: p may be reused after Decode.
+		err = json.Unmarshal(bytes.Clone(p), x)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: decoder.JSON into %T: %w", ErrDecode, x, err)
+	}
+	return x, nil
+}
+
+// decodeStrict is json.Unmarshal with unknown fields disallowed.
+func decodeStrict(p []byte, x any) error {
+	// json.Decoder copies p into its own buffer.
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(x); err != nil {
+		if err == io.EOF {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("invalid data after the JSON value at offset %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// newTarget calls the New field of the decoder named dec and checks that
+// it returned a non-nil value, and not a nil pointer.
+func newTarget(dec string, fn func() any) (any, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: decoder.%s.New is nil", ErrDecode, dec)
+	}
+	x := fn()
+	if x == nil {
+		return nil, fmt.Errorf("%w: decoder.%s.New returned nil", ErrDecode, dec)
+	}
+	if v := reflect.ValueOf(x); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: decoder.%s.New returned a nil %T", ErrDecode, dec, x)
+	}
+	return x, nil
+}
