@@ -1,0 +1,337 @@
+// Package prometheus provides a dlqdump.MetricsWriter that counts the events
+// of a Queue and a Restorer in Prometheus collectors.
+//
+// New registers the collectors on the prometheus.Registerer it is given (never
+// on the global registry) with the queue name as the constant label "queue",
+// so several queues can share one registry:
+//
+//	import dlqprom "github.com/dlqdump/dlqdump/metrics/prometheus"
+//
+//	reg := prometheus.NewRegistry()
+//	mw, err := dlqprom.New(reg, "orders")
+//	if err != nil { ... }
+//	q, err := dlqdump.NewQueue(&dlqdump.Config{..., MetricsWriter: mw})
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// The metrics:
+//
+//	dlqdump_dumped_records_total                counter   records accepted by Queue.Enqueue
+//	dlqdump_dumped_bytes_total                  counter   encoded bytes of those records
+//	dlqdump_flushed_segments_total{reason}      counter   segments published, by flush reason
+//	dlqdump_flushed_bytes_total                 counter   stored bytes of those segments
+//	dlqdump_flush_duration_seconds              histogram time to seal and publish a segment
+//	dlqdump_pending_bytes                       gauge     bytes accepted but not yet written
+//	dlqdump_restored_records_total              counter   records delivered to the destination
+//	dlqdump_restored_bytes_total                counter   payload bytes of those records
+//	dlqdump_retries_total                       counter   deliveries refused and to be retried
+//	dlqdump_quarantined_records_total{reason}   counter   records moved aside, by reason
+//	dlqdump_failures_total{reason}              counter   failed operations, by reason
+//	dlqdump_ready_segments                      gauge     segments ready to restore
+//	dlqdump_oldest_ready_record_age_seconds     gauge     age of the oldest ready record
+//
+// Dump and Restore are called once per record; they touch only pre-bound
+// counters and allocate nothing. The labelled counters keep their children
+// for reasons already seen in a copy-on-write map, so a repeated reason costs
+// a map lookup and no allocation either. The series of
+// dlqdump_flushed_segments_total for the dlqdump.Flush* reasons exist from
+// the start, at zero.
+//
+// The reasons are short stable strings chosen by dlqdump; each distinct one
+// becomes a series, so a custom component calling the Writer must not pass
+// unbounded values.
+package prometheus
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dlqdump/dlqdump"
+)
+
+// Names of the metrics the Writer exports.
+const (
+	MetricDumpedRecords     = "dlqdump_dumped_records_total"
+	MetricDumpedBytes       = "dlqdump_dumped_bytes_total"
+	MetricFlushedSegments   = "dlqdump_flushed_segments_total"
+	MetricFlushedBytes      = "dlqdump_flushed_bytes_total"
+	MetricFlushDuration     = "dlqdump_flush_duration_seconds"
+	MetricPendingBytes      = "dlqdump_pending_bytes"
+	MetricRestoredRecords   = "dlqdump_restored_records_total"
+	MetricRestoredBytes     = "dlqdump_restored_bytes_total"
+	MetricRetries           = "dlqdump_retries_total"
+	MetricQuarantined       = "dlqdump_quarantined_records_total"
+	MetricFailures          = "dlqdump_failures_total"
+	MetricReadySegments     = "dlqdump_ready_segments"
+	MetricOldestReadyRecord = "dlqdump_oldest_ready_record_age_seconds"
+)
+
+// Label names used by the Writer.
+const (
+	// LabelQueue is the constant label holding the queue name given to New.
+	LabelQueue = "queue"
+	// LabelReason is the variable label of the labelled counters.
+	LabelReason = "reason"
+)
+
+// DefaultBuckets are the upper bounds, in seconds, of
+// dlqdump_flush_duration_seconds: from 1 ms to 30 s.
+var DefaultBuckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+}
+
+// flushReasons are the reasons whose flushed-segment series are created
+// up front.
+var flushReasons = []string{
+	dlqdump.FlushSize,
+	dlqdump.FlushInterval,
+	dlqdump.FlushManual,
+	dlqdump.FlushClose,
+	dlqdump.FlushRecover,
+}
+
+// Writer is a dlqdump.MetricsWriter that updates Prometheus collectors. It is
+// safe for concurrent use. Create one with New.
+type Writer struct {
+	dumpedRecords   prom.Counter
+	dumpedBytes     prom.Counter
+	flushedBytes    prom.Counter
+	restoredRecords prom.Counter
+	restoredBytes   prom.Counter
+	retries         prom.Counter
+
+	flushDuration prom.Observer
+
+	pending prom.Gauge
+	ready   prom.Gauge
+	oldest  prom.Gauge
+
+	flushed     reasonCounters
+	quarantined reasonCounters
+	failures    reasonCounters
+}
+
+var _ dlqdump.MetricsWriter = (*Writer)(nil)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	buckets     []float64
+	constLabels prom.Labels
+}
+
+// WithBuckets sets the buckets of dlqdump_flush_duration_seconds, in
+// seconds. Default DefaultBuckets. When the collectors are already registered
+// by an earlier New, the earlier buckets stay.
+func WithBuckets(b []float64) Option {
+	return func(o *options) { o.buckets = b }
+}
+
+// WithConstLabels adds constant labels to every metric, besides "queue"
+// (which they cannot override).
+func WithConstLabels(l prom.Labels) Option {
+	return func(o *options) { o.constLabels = l }
+}
+
+// New creates a Writer for the queue named queue and registers its
+// collectors on reg, with queue as the value of the constant label "queue".
+//
+// When reg already holds the same collectors (an earlier New with the same
+// registry and queue name), New reuses them, so both Writers update the same
+// series. Any other registration failure, such as a metric of the same name
+// with a different help or label set registered by someone else, is
+// returned as an error; the collectors this call had registered are then
+// unregistered again.
+func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
+	if reg == nil {
+		return nil, errors.New("dlqdump/metrics/prometheus: nil Registerer")
+	}
+	if queue == "" {
+		return nil, errors.New("dlqdump/metrics/prometheus: empty queue name")
+	}
+	o := options{buckets: DefaultBuckets}
+	for _, fn := range opts {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	cl := prom.Labels{}
+	for k, v := range o.constLabels {
+		cl[k] = v
+	}
+	cl[LabelQueue] = queue
+
+	r := registrar{reg: reg}
+	counter := func(name, help string) prom.Counter {
+		return register(&r, prom.NewCounter(prom.CounterOpts{Name: name, Help: help, ConstLabels: cl}))
+	}
+	counterVec := func(name, help string) *prom.CounterVec {
+		return register(&r, prom.NewCounterVec(prom.CounterOpts{Name: name, Help: help, ConstLabels: cl}, []string{LabelReason}))
+	}
+	gauge := func(name, help string) prom.Gauge {
+		return register(&r, prom.NewGauge(prom.GaugeOpts{Name: name, Help: help, ConstLabels: cl}))
+	}
+
+	w := &Writer{
+		dumpedRecords: counter(MetricDumpedRecords,
+			"Records accepted by the queue to be dumped."),
+		dumpedBytes: counter(MetricDumpedBytes,
+			"Encoded bytes of the records accepted by the queue."),
+		flushedBytes: counter(MetricFlushedBytes,
+			"Stored bytes of the published segments."),
+		restoredRecords: counter(MetricRestoredRecords,
+			"Records delivered to the destination."),
+		restoredBytes: counter(MetricRestoredBytes,
+			"Payload bytes of the records delivered to the destination."),
+		retries: counter(MetricRetries,
+			"Deliveries the destination refused that will be retried."),
+		flushDuration: register(&r, prom.NewHistogram(prom.HistogramOpts{
+			Name:        MetricFlushDuration,
+			Help:        "Time taken to seal and publish a segment.",
+			ConstLabels: cl,
+			Buckets:     o.buckets,
+		})),
+		pending: gauge(MetricPendingBytes,
+			"Bytes accepted by the queue and not yet written to a segment."),
+		ready: gauge(MetricReadySegments,
+			"Segments ready to be restored, after the last restore pass."),
+		oldest: gauge(MetricOldestReadyRecord,
+			"Age of the oldest ready record, after the last restore pass."),
+	}
+	w.flushed.init(counterVec(MetricFlushedSegments,
+		"Segments published, by flush reason."), flushReasons)
+	w.quarantined.init(counterVec(MetricQuarantined,
+		"Records moved to quarantine, by reason."), nil)
+	w.failures.init(counterVec(MetricFailures,
+		"Failed operations, by reason."), nil)
+
+	if r.err != nil {
+		for _, c := range r.added {
+			reg.Unregister(c)
+		}
+		return nil, r.err
+	}
+	return w, nil
+}
+
+// registrar registers collectors, keeping the first error and the
+// collectors it added so that they can be taken back.
+type registrar struct {
+	reg   prom.Registerer
+	added []prom.Collector
+	err   error
+}
+
+// register registers c on r.reg and returns it, or the equal collector
+// already registered there. After a failure it returns c unregistered and
+// records the error; later calls then do nothing.
+func register[C prom.Collector](r *registrar, c C) C {
+	if r.err != nil {
+		return c
+	}
+	err := r.reg.Register(c)
+	if err == nil {
+		r.added = append(r.added, c)
+		return c
+	}
+	var are prom.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if ex, ok := are.ExistingCollector.(C); ok {
+			return ex
+		}
+		err = fmt.Errorf("collector already registered with a different type %T: %w", are.ExistingCollector, err)
+	}
+	r.err = fmt.Errorf("dlqdump/metrics/prometheus: register: %w", err)
+	return c
+}
+
+// reasonCounters caches the children of a CounterVec by reason. Reads load
+// an immutable map without locking or allocating; a new reason copies it.
+type reasonCounters struct {
+	vec *prom.CounterVec
+	m   atomic.Pointer[map[string]prom.Counter]
+	mu  sync.Mutex
+}
+
+func (rc *reasonCounters) init(vec *prom.CounterVec, reasons []string) {
+	rc.vec = vec
+	m := make(map[string]prom.Counter, len(reasons))
+	for _, r := range reasons {
+		m[r] = vec.WithLabelValues(r)
+	}
+	rc.m.Store(&m)
+}
+
+// get returns the child for reason, creating it on first use.
+func (rc *reasonCounters) get(reason string) prom.Counter {
+	if c, ok := (*rc.m.Load())[reason]; ok {
+		return c
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	old := *rc.m.Load()
+	if c, ok := old[reason]; ok {
+		return c
+	}
+	c := rc.vec.WithLabelValues(reason)
+	m := make(map[string]prom.Counter, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[reason] = c
+	rc.m.Store(&m)
+	return c
+}
+
+// Dump counts a record accepted by Queue.Enqueue and its encoded bytes.
+func (w *Writer) Dump(size int) {
+	w.dumpedRecords.Inc()
+	w.dumpedBytes.Add(float64(size))
+}
+
+// Flush counts a published segment under its reason, adds its stored bytes
+// and observes how long sealing and publishing took.
+func (w *Writer) Flush(reason string, records, size int, took time.Duration) {
+	w.flushed.get(reason).Inc()
+	w.flushedBytes.Add(float64(size))
+	w.flushDuration.Observe(took.Seconds())
+}
+
+// Pending sets dlqdump_pending_bytes.
+func (w *Writer) Pending(bytes int64) {
+	w.pending.Set(float64(bytes))
+}
+
+// Restore counts a record delivered to the destination and its payload
+// bytes.
+func (w *Writer) Restore(size int) {
+	w.restoredRecords.Inc()
+	w.restoredBytes.Add(float64(size))
+}
+
+// Retry counts a delivery the destination refused.
+func (w *Writer) Retry() {
+	w.retries.Inc()
+}
+
+// Quarantine adds records to dlqdump_quarantined_records_total under reason.
+func (w *Writer) Quarantine(reason string, records int) {
+	w.quarantined.get(reason).Add(float64(records))
+}
+
+// Fail counts a failed operation under reason.
+func (w *Writer) Fail(reason string) {
+	w.failures.get(reason).Inc()
+}
+
+// Source sets dlqdump_ready_segments and
+// dlqdump_oldest_ready_record_age_seconds.
+func (w *Writer) Source(ready int, oldest time.Duration) {
+	w.ready.Set(float64(ready))
+	w.oldest.Set(oldest.Seconds())
+}
