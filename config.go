@@ -3,8 +3,12 @@ package dlqdump
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"os"
 	"runtime"
 	"time"
+
+	"github.com/koykov/queue"
 
 	"github.com/dlqdump/dlqdump/encoder"
 	"github.com/dlqdump/dlqdump/segment"
@@ -105,7 +109,249 @@ type Config struct {
 	// Source, when set, is stored as the "source" header of every record
 	// that does not carry one. Default "".
 	Source string
+
+	// Restorer fields.
+
+	// Reader is where segments are restored from. Required.
+	Reader Reader
+	// Decoder turns records back into items. Required.
+	Decoder Decoder
+	// Queue is the destination restored items are enqueued into (seed:
+	// Queue). When it has a Rate method (koykov's queue.Interface does),
+	// AllowRate applies; a plain Enqueue(any) error is enough otherwise.
+	// Required.
+	Queue queue.Enqueuer
+	// CheckInterval is how often the background restorer (Start) looks for
+	// ready segments. Default 1s.
+	CheckInterval time.Duration
+	// AllowRate: while the destination's Rate() is above it, delivery
+	// waits, checking every PostponeInterval. Set it to 1 to fill the
+	// destination completely. Default 0.95.
+	AllowRate float32
+	// PostponeInterval is how often a postponed delivery checks the
+	// destination's Rate again. Default CheckInterval.
+	PostponeInterval time.Duration
+	// RateLimit caps deliveries per second (like SQS redrive velocity).
+	// Default 0: no limit.
+	RateLimit float64
+	// RetryBase and RetryMax bound the exponential backoff, with full
+	// jitter, between attempts to enqueue a record the destination
+	// refused. Default 50ms and 5s.
+	RetryBase, RetryMax time.Duration
+	// MaxAttempts is how many times a refused record is offered before it
+	// is quarantined with the last error. Default 10.
+	MaxAttempts int
+	// MaxReplays quarantines records that were restored and dead-lettered
+	// again this many times (HeaderReplays), instead of cycling forever.
+	// The count travels with items that are HeaderCarriers, or as Envelopes
+	// with DeliverEnvelope. Negative: no limit. Default 5.
+	MaxReplays int
+	// DeliverEnvelope makes the Restorer enqueue *Envelope{Item, Headers}
+	// instead of the bare item, so the destination's worker sees the
+	// headers and a Queue dumping it again keeps them. Default false.
+	DeliverEnvelope bool
+	// VersionPolicy says what to do with a segment whose Version differs
+	// from Config.Version and is not accepted by VersionCompatible.
+	// Default VersionQuarantine.
+	VersionPolicy VersionPolicy
+	// VersionCompatible, when set, accepts segments of other versions (e.g.
+	// the same major). Default nil: only the same Version is restored.
+	VersionCompatible func(segment, restorer Version) bool
+	// Lease is how long a claim on a segment lasts without renewal; a
+	// restorer that dies is taken over after it. A live restorer renews its
+	// claims every Lease/3. Default 30s.
+	Lease time.Duration
+	// CheckpointInterval is the least time between two checkpoints while a
+	// segment is restored. A checkpoint is written after every block (so a
+	// crash delivers at most one block twice) unless the previous one is
+	// younger than this; set it for stores where a write is costly, such as
+	// S3. Default 0.
+	CheckpointInterval time.Duration
+	// Archive moves restored segments to the archive area instead of
+	// deleting them. Default false.
+	Archive bool
+	// Windows restricts the background restorer to times of day, e.g.
+	// 01:00-05:00 in some location (see DailyWindow). A segment being
+	// restored when a window closes is released at its next block.
+	// Default: always.
+	Windows []Window
+	// Owner names this restorer in claims. Default "HOST-PID-RANDOM".
+	Owner string
 }
+
+// VersionPolicy says what a Restorer does with a segment of another Version.
+type VersionPolicy uint8
+
+// Version policies.
+const (
+	// VersionQuarantine moves the segment to quarantine with the reason; it
+	// can be released once a restorer accepts its version. The default.
+	VersionQuarantine VersionPolicy = iota
+	// VersionDelete deletes the segment (the seed's behaviour), logging and
+	// counting what was dropped. Only when explicitly chosen.
+	VersionDelete
+	// VersionKeep leaves the segment in place for another restorer.
+	VersionKeep
+)
+
+// String returns "quarantine", "delete" or "keep".
+func (p VersionPolicy) String() string {
+	switch p {
+	case VersionQuarantine:
+		return "quarantine"
+	case VersionDelete:
+		return "delete"
+	case VersionKeep:
+		return "keep"
+	}
+	return fmt.Sprintf("VersionPolicy(%d)", uint8(p))
+}
+
+// Window is a daily time window: from Start to End after midnight in
+// Location (End before Start wraps past midnight).
+type Window struct {
+	Start, End time.Duration
+	Location   *time.Location
+}
+
+// DailyWindow returns the window from start to end, given as "15:04" or
+// "15:04:05", in loc (nil: UTC).
+func DailyWindow(start, end string, loc *time.Location) (Window, error) {
+	parse := func(s string) (time.Duration, error) {
+		for _, layout := range []string{"15:04:05", "15:04"} {
+			if t, err := time.Parse(layout, s); err == nil {
+				return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second, nil
+			}
+		}
+		return 0, fmt.Errorf("%w: window time %q: want HH:MM or HH:MM:SS", ErrConfig, s)
+	}
+	a, err := parse(start)
+	if err != nil {
+		return Window{}, err
+	}
+	b, err := parse(end)
+	if err != nil {
+		return Window{}, err
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	return Window{Start: a, End: b, Location: loc}, nil
+}
+
+// contains reports whether t is in the window.
+func (w Window) contains(t time.Time) bool {
+	t = t.In(w.loc())
+	d := time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second + time.Duration(t.Nanosecond())
+	if w.Start <= w.End {
+		return d >= w.Start && d < w.End
+	}
+	return d >= w.Start || d < w.End
+}
+
+// next returns the next time at or after t the window opens.
+func (w Window) next(t time.Time) time.Time {
+	if w.contains(t) {
+		return t
+	}
+	t = t.In(w.loc())
+	y, m, d := t.Date()
+	open := time.Date(y, m, d, 0, 0, 0, 0, w.loc()).Add(w.Start)
+	if !open.After(t) {
+		open = time.Date(y, m, d+1, 0, 0, 0, 0, w.loc()).Add(w.Start)
+	}
+	return open
+}
+
+func (w Window) loc() *time.Location {
+	if w.Location == nil {
+		return time.UTC
+	}
+	return w.Location
+}
+
+// restorerConfig is a validated copy of the Restorer's fields.
+type restorerConfig struct {
+	Config
+	rater interface{ Rate() float32 }
+}
+
+func (c *Config) restorerConfig() (*restorerConfig, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil Config", ErrConfig)
+	}
+	r := &restorerConfig{Config: *c}
+	switch {
+	case c.Reader == nil:
+		return nil, fmt.Errorf("%w: Reader: required (e.g. &fs.Reader{Directory: dir})", ErrConfig)
+	case c.Decoder == nil:
+		return nil, fmt.Errorf("%w: Decoder: required (e.g. decoder.Fallthrough{})", ErrConfig)
+	case c.Queue == nil:
+		return nil, fmt.Errorf("%w: Queue: required, the destination of restored items", ErrConfig)
+	case c.CheckInterval < 0:
+		return nil, fmt.Errorf("%w: CheckInterval: %s is negative", ErrConfig, c.CheckInterval)
+	case c.PostponeInterval < 0:
+		return nil, fmt.Errorf("%w: PostponeInterval: %s is negative", ErrConfig, c.PostponeInterval)
+	case c.AllowRate < 0 || c.AllowRate > 1:
+		return nil, fmt.Errorf("%w: AllowRate: %v is outside 0..1", ErrConfig, c.AllowRate)
+	case c.RateLimit < 0:
+		return nil, fmt.Errorf("%w: RateLimit: %v is negative", ErrConfig, c.RateLimit)
+	case c.RetryBase < 0 || c.RetryMax < 0 || c.RetryMax > 0 && c.RetryBase > c.RetryMax:
+		return nil, fmt.Errorf("%w: RetryBase/RetryMax: %s/%s: want 0 <= RetryBase <= RetryMax", ErrConfig, c.RetryBase, c.RetryMax)
+	case c.MaxAttempts < 0:
+		return nil, fmt.Errorf("%w: MaxAttempts: %d is negative", ErrConfig, c.MaxAttempts)
+	case c.VersionPolicy > VersionKeep:
+		return nil, fmt.Errorf("%w: VersionPolicy: unknown policy %d", ErrConfig, c.VersionPolicy)
+	case c.Lease < 0:
+		return nil, fmt.Errorf("%w: Lease: %s is negative", ErrConfig, c.Lease)
+	case c.Lease > 0 && c.Lease < 100*time.Millisecond:
+		return nil, fmt.Errorf("%w: Lease: %s is shorter than 100ms", ErrConfig, c.Lease)
+	case c.CheckpointInterval < 0:
+		return nil, fmt.Errorf("%w: CheckpointInterval: %s is negative", ErrConfig, c.CheckpointInterval)
+	}
+	for i, w := range c.Windows {
+		if w.Start < 0 || w.Start >= 24*time.Hour || w.End < 0 || w.End > 24*time.Hour || w.Start == w.End {
+			return nil, fmt.Errorf("%w: Windows[%d]: %s-%s is not a window within a day", ErrConfig, i, w.Start, w.End)
+		}
+	}
+	if r.CheckInterval == 0 {
+		r.CheckInterval = time.Second
+	}
+	if r.PostponeInterval == 0 {
+		r.PostponeInterval = r.CheckInterval
+	}
+	if r.AllowRate == 0 {
+		r.AllowRate = 0.95
+	}
+	if r.RetryBase == 0 {
+		r.RetryBase = 50 * time.Millisecond
+	}
+	if r.RetryMax == 0 {
+		r.RetryMax = max(5*time.Second, r.RetryBase)
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = 10
+	}
+	if r.MaxReplays == 0 {
+		r.MaxReplays = 5
+	}
+	if r.Lease == 0 {
+		r.Lease = 30 * time.Second
+	}
+	if r.MetricsWriter == nil {
+		r.MetricsWriter = NopMetrics{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.Owner == "" {
+		host, _ := os.Hostname()
+		r.Owner = fmt.Sprintf("%s-%d-%08x", host, os.Getpid(), rand.Uint32())
+	}
+	r.rater, _ = c.Queue.(interface{ Rate() float32 })
+	return r, nil
+}
+
 
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {

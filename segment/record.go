@@ -48,6 +48,20 @@ func (h Headers) Get(key string) (string, bool) {
 	return "", false
 }
 
+// Lookup returns the value of the header named key without copying it: the
+// slice points into the block, like Record.Payload.
+func (h Headers) Lookup(key string) ([]byte, bool) {
+	b := h.b
+	for range h.n {
+		k, v, rest := nextHeader(b)
+		if string(k) == key {
+			return v, true
+		}
+		b = rest
+	}
+	return nil, false
+}
+
 // All iterates over the headers in stored order (sorted by key).
 func (h Headers) All() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
