@@ -2,9 +2,11 @@ package dlqdump_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/internal/gen"
 )
@@ -60,4 +62,50 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.Run("discard/s2", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.S2) })
 	b.Run("fs/zstd", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.Zstd) })
 	b.Run("fs/s2", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.S2) })
+}
+
+// BenchmarkRestore measures restoring 256-byte JSON dead letters from the fs
+// sink into a destination that accepts everything.
+func BenchmarkRestore(b *testing.B) {
+	for _, codec := range []dlqdump.Codec{dlqdump.Zstd, dlqdump.S2} {
+		b.Run(codec.String(), func(b *testing.B) {
+			pool := gen.New(1).Events(1<<14, 256)
+			dir := b.TempDir()
+			q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 16 * dlqdump.Megabyte, Codec: codec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var size int64
+			for i := range b.N {
+				p := pool[i%len(pool)]
+				size += int64(len(p))
+				if err := q.Enqueue(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				b.Fatal(err)
+			}
+			var n atomic.Int64
+			r, err := dlqdump.NewRestorer(&dlqdump.Config{
+				Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},
+				Queue: queueFunc(func(any) error { n.Add(1); return nil }),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			b.SetBytes(size / int64(b.N))
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := r.Restore(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if n.Load() != int64(b.N) {
+				b.Fatalf("restored %d of %d", n.Load(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+		})
+	}
 }

@@ -24,6 +24,11 @@ type Writer struct {
 	Perm os.FileMode
 	// Logger receives recovery reports. Default: discard.
 	Logger *slog.Logger
+
+	// aside is where Recover moves damaged files, relative to Directory:
+	// QuarantineDir when empty. Reader.Recover sets it to "." for the
+	// quarantine directory itself.
+	aside string
 }
 
 var (
@@ -36,6 +41,14 @@ func (w *Writer) perm() os.FileMode {
 		return defaultPerm
 	}
 	return w.Perm
+}
+
+// asideDir returns where Recover moves damaged files, relative to Directory.
+func (w *Writer) asideDir() string {
+	if w.aside == "" {
+		return QuarantineDir
+	}
+	return w.aside
 }
 
 func (w *Writer) logger() *slog.Logger {
@@ -231,7 +244,7 @@ func (w *Writer) recoverFile(dir, path, name string) (string, error) {
 			return "", err
 		}
 		log.Warn("segment left open has a damaged header; moved to quarantine", slog.Any("error", err))
-		return "", moveAside(dir, QuarantineDir, path, name, "recover: "+err.Error(), w.perm())
+		return "", moveAside(dir, w.asideDir(), path, name, "recover: "+err.Error(), w.perm())
 	}
 	if res.Damage != nil && intactAfter(f, size, res.End, name) {
 		return w.salvage(dir, f, path, name, size, res)
@@ -329,7 +342,7 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 	// The damaged original must leave the temporary name before the salvaged
 	// copy takes the final one, so a crash in between loses nothing.
 	reason := fmt.Sprintf("recover: %d damaged blocks (first: %v); %d intact records copied into %s", damaged, firstDamage, copied, newName)
-	if err := moveAside(dir, QuarantineDir, path, name, reason, w.perm()); err != nil {
+	if err := moveAside(dir, w.asideDir(), path, name, reason, w.perm()); err != nil {
 		_ = sw.Abort()
 		return "", err
 	}

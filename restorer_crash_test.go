@@ -1,0 +1,194 @@
+package dlqdump_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+func init() {
+	children["restorer"] = restorerChild
+}
+
+// restorerChild restores DLQDUMP_DIR into a destination that prints every
+// item it accepts, until no ready segment is left (or it is killed).
+func restorerChild() int {
+	dir := os.Getenv("DLQDUMP_DIR")
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	dst := queueFunc(func(x any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out.WriteString(x.(string) + "\n")
+		return out.Flush() // delivered: the parent counts it
+	})
+	rd := &fs.Reader{Directory: dir}
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{
+		Reader:  rd,
+		Decoder: decoder.Fallthrough{AsString: true},
+		Queue:   dst,
+		Lease:   300 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for {
+		if err := r.Restore(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "restore:", err)
+		}
+		left := 0
+		for _, err := range rd.List(context.Background(), dlqdump.AreaReady) {
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			left++
+		}
+		if left == 0 {
+			return 0
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startRestorer starts a restorer child and collects the items it delivers.
+func startRestorer(t *testing.T, dir string) (*exec.Cmd, <-chan []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=restorer", "DLQDUMP_DIR="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan []string, 1)
+	go func() {
+		var got []string
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			got = append(got, sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		lines <- got
+	}()
+	return cmd, lines
+}
+
+// dumpForRestore dumps n records into many small segments of small blocks
+// and returns the records and the largest number of records in a block.
+func dumpForRestore(t *testing.T, dir string, n int) ([]string, int) {
+	t.Helper()
+	items := itemsN("rec", n)
+	dumpItems(t, dir, dlqdump.Config{Capacity: 32 * dlqdump.Kilobyte, BlockSize: 2 * dlqdump.Kilobyte}, items)
+	maxBlock := 0
+	for _, path := range segmentsIn(t, dir) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		r, err := segment.NewReader(f, st.Size(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range r.Footer().Blocks {
+			maxBlock = max(maxBlock, int(b.Count))
+		}
+		f.Close()
+	}
+	return items, maxBlock
+}
+
+// Two restorer processes on one directory: no record is delivered twice while
+// both are alive, and together they deliver everything.
+func TestTwoRestorerProcesses(t *testing.T) {
+	dir := t.TempDir()
+	items, _ := dumpForRestore(t, dir, 20000)
+	c1, l1 := startRestorer(t, dir)
+	c2, l2 := startRestorer(t, dir)
+	got1, got2 := <-l1, <-l2
+	if err := c1.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, it := range append(got1, got2...) {
+		seen[it]++
+	}
+	for _, it := range items {
+		if seen[it] != 1 {
+			t.Fatalf("item %s delivered %d times", it[:10], seen[it])
+		}
+	}
+	if len(got1) == 0 || len(got2) == 0 {
+		t.Fatalf("one restorer did all the work (%d and %d): the test did not exercise claims", len(got1), len(got2))
+	}
+	t.Logf("%d items: %d restored by one process, %d by the other, none twice", len(items), len(got1), len(got2))
+}
+
+// A restorer child SIGKILLed at random moments and restarted each time:
+// every record is delivered at least once, and duplicates stay within one
+// block per kill.
+func TestRestorerCrashLoop(t *testing.T) {
+	dir := t.TempDir()
+	items, maxBlock := dumpForRestore(t, dir, 30000)
+	rng := rand.New(rand.NewPCG(7, 8))
+	seen := map[string]int{}
+	const rounds = 24
+	kills := 0
+	for range rounds {
+		cmd, lines := startRestorer(t, dir)
+		time.Sleep(time.Duration(20+rng.IntN(250)) * time.Millisecond)
+		if cmd.Process.Kill() == nil {
+			kills++
+		}
+		for _, it := range <-lines {
+			seen[it]++
+		}
+		_ = cmd.Wait()
+	}
+	// A last restorer runs to the end.
+	cmd, lines := startRestorer(t, dir)
+	for _, it := range <-lines {
+		seen[it]++
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	dups := 0
+	for _, it := range items {
+		if seen[it] == 0 {
+			t.Fatalf("item %s was never delivered", it)
+		}
+		dups += seen[it] - 1
+	}
+	if len(seen) != len(items) {
+		t.Fatalf("%d distinct items delivered, %d dumped", len(seen), len(items))
+	}
+	bound := kills * maxBlock
+	t.Logf("%d kills: %d items, %d delivered twice (bound: %d kills x %d records per block = %d)", kills, len(items), dups, kills, maxBlock, bound)
+	if dups > bound {
+		t.Fatalf("%d duplicates, more than one block (%d records) per kill", dups, maxBlock)
+	}
+	if n := len(segmentsIn(t, dir)); n != 0 {
+		t.Fatalf("%d segments left", n)
+	}
+}
