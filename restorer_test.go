@@ -339,8 +339,9 @@ func TestRestoreRateLimit(t *testing.T) {
 	}
 	got := float64(rep.Delivered-1) / time.Since(start).Seconds()
 	t.Logf("delivered %d at %.1f items/s with RateLimit %.0f (%+.1f%%)", rep.Delivered, got, rate, 100*(got-rate)/rate)
-	// A generous bound: the figure above is what to look at.
-	if got < rate*0.8 || got > rate*1.2 {
+	// The limit must never be exceeded; falling short only means a loaded
+	// machine, so that bound is generous. The figure above is what to read.
+	if got > rate*1.05 || got < rate*0.5 {
 		t.Fatalf("rate %.1f/s, limit %.0f/s", got, rate)
 	}
 }
@@ -482,7 +483,7 @@ func TestRestoreRunAt(t *testing.T) {
 	}
 	late := time.Duration(at.Load() - when.UnixNano())
 	t.Logf("scheduled for %s, first delivery %s later", when.Format(time.TimeOnly), late)
-	if late < 0 || late > time.Second {
+	if late < 0 || late > 10*time.Second {
 		t.Fatalf("delivered %s after the scheduled second", late)
 	}
 }
