@@ -416,7 +416,11 @@ func (q *Queue) process() error {
 		q.mu.Lock()
 		if len(q.inflight) == 0 || !q.inflight[0].compressed {
 			q.mu.Unlock()
-			return q.syncWaiters()
+			if err := q.syncWaiters(); err != nil {
+				q.fail(err)
+				return err
+			}
+			return nil
 		}
 		b := q.inflight[0]
 		q.mu.Unlock()
@@ -443,6 +447,7 @@ func (q *Queue) process() error {
 			continue
 		}
 		if err := q.syncWaiters(); err != nil { // blocks after b must not finish before it
+			q.fail(err)
 			return err
 		}
 		q.finish(b)

@@ -1,0 +1,80 @@
+package s3_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/s3"
+)
+
+// Build a client for an S3-compatible server (versitygw, MinIO, Ceph, ...):
+// its endpoint, path-style addressing, and credentials from the usual chain
+// (environment, shared config, instance role) or given here. For AWS S3 drop
+// BaseEndpoint and UsePathStyle.
+func Example() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRegion("us-east-1"),
+		// Only when the credential chain does not provide them:
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("ACCESS_KEY", "SECRET_KEY", "")),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		o.BaseEndpoint = aws.String("http://127.0.0.1:7070")
+		o.UsePathStyle = true
+	})
+
+	// Dump: the Writer uploads sealed segments in the background.
+	w := &s3.Writer{Client: client, Bucket: "dead-letters", Prefix: "orders/", SpoolDir: "/var/lib/app/dlq-spool"}
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 32 * dlqdump.Megabyte})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = q.Enqueue("a dead letter")
+	_ = q.Close() // seals and commits the last segment
+	closeCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := w.Close(closeCtx); err != nil { // waits for the uploads
+		log.Print(err)
+	}
+
+	// Restore: the Reader is where a Restorer finds the segments.
+	r := &s3.Reader{Client: client, Bucket: "dead-letters", Prefix: "orders/"}
+	for si, err := range r.List(ctx, dlqdump.AreaReady) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(si.Name, si.Size)
+	}
+}
+
+// The Writer's backlog is what is committed but not yet in S3; the Queue
+// adds it to its Rate, so a dashboard or the source queue sees an outage.
+// Close the Writer after the Queue: it waits for the uploads.
+func ExampleWriter_Backlog() {
+	w := &s3.Writer{Client: fakeClient(), Bucket: fakeServer.bucket, Prefix: "example/"}
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 4 * dlqdump.Megabyte, MaxPending: 64 * dlqdump.Megabyte})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 1000 {
+		_ = q.Enqueue(fmt.Sprintf("dead letter %d", i))
+	}
+	_ = q.Close()
+	if err := w.Close(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("uploaded:", w.Stats().Uploaded, "backlog:", w.Backlog())
+	// Output:
+	// uploaded: 1 backlog: 0
+}
