@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+func newCatCmd(a *app) *cobra.Command {
+	var (
+		format    string
+		area      string
+		protoFile string
+		protoMsg  string
+		ff        filterFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "cat LOCATION [SEGMENT...]",
+		Short: "Print records as JSON lines (or hex, or raw payloads)",
+		Long: `Print the records of a dump, oldest segment first, in the order they entered
+each segment. Without segment names, the ready segments are printed (what
+restore would redrive); --area chooses others. Named segments are looked for
+in every area.
+
+--format json (the default) prints one JSON object per record and line:
+  {"segment":"NAME","area":"ready","seq":0,"time":"2026-03-01T12:00:00.5Z",
+   "headers":{"reason":"failed"},"payload":"{\"id\":1}"}
+The payload is a string when it is valid, printable UTF-8 (tabs and line
+breaks allowed), else base64 with "payload_base64":true. With
+--proto-descriptor FILE (a FileDescriptorSet, as written by
+protoc --include_imports --descriptor_set_out=FILE) and --proto-message NAME
+(e.g. shop.v1.Order), payloads are parsed as that message and printed as
+protojson objects; one that does not parse keeps its string or base64 form
+and gets "payload_error".
+
+--format hex prints a "# SEGMENT AREA #SEQ TIME KEY=VALUE..." line and a hex
+dump per record; --format raw prints each payload followed by a newline (or,
+with --proto-*, its protojson).
+
+Damaged blocks are skipped and reported on stderr with the segment and
+offset (exit status 3) after every intact record was printed.`,
+		Example: `  dlqdump cat /var/lib/app/dlq | jq .payload
+  dlqdump cat /var/lib/app/dlq --since 2h --where reason=failed --limit 10
+  dlqdump cat /var/lib/app/dlq 20261122T101500.123456789Z-0123456789abcdef.dlq --format hex
+  dlqdump cat s3://dead-letters/orders/ --proto-descriptor orders.pb --proto-message shop.v1.Order`,
+		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "json", "hex", "raw":
+			default:
+				return usageErrorf("--format %q: want json, hex or raw", format)
+			}
+			areas, err := areasFlag(cmd.Flags(), area, args[1:], "ready")
+			if err != nil {
+				return err
+			}
+			flt, err := ff.parse(time.Now())
+			if err != nil {
+				return err
+			}
+			var pp *protoPrinter
+			switch {
+			case (protoFile == "") != (protoMsg == ""):
+				return usageErrorf("--proto-descriptor and --proto-message go together")
+			case protoFile != "" && format == "hex":
+				return usageErrorf("--proto-descriptor applies to --format json and raw, not hex")
+			case protoFile != "":
+				if pp, err = loadProto(protoFile, protoMsg); err != nil {
+					return err
+				}
+			}
+			l, err := a.open(args[0], true)
+			if err != nil {
+				return err
+			}
+			infos, err := a.list(l, areas, args[1:])
+			if err != nil {
+				return err
+			}
+			return a.cat(l, infos, flt, format, pp)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&format, "format", "json", "json, hex or raw")
+	fl.StringVar(&area, "area", "ready", "ready, quarantine, archive or all (default ready; all when segments are named)")
+	fl.StringVar(&protoFile, "proto-descriptor", "", "FileDescriptorSet file (protoc --include_imports --descriptor_set_out) to print protobuf payloads")
+	fl.StringVar(&protoMsg, "proto-message", "", "full name of the payloads' protobuf message, e.g. shop.v1.Order")
+	ff.register(fl)
+	return cmd
+}
+
+// recordJSON is one line of cat --format json.
+type recordJSON struct {
+	Segment       string            `json:"segment"`
+	Area          string            `json:"area"`
+	Seq           uint64            `json:"seq"`
+	Time          string            `json:"time"`
+	Headers       map[string]string `json:"headers"`
+	Payload       any               `json:"payload"`
+	PayloadBase64 bool              `json:"payload_base64,omitempty"`
+	PayloadError  string            `json:"payload_error,omitempty"`
+}
+
+// errLimit ends a walk when --limit records were printed.
+var errLimit = errors.New("limit reached")
+
+func (a *app) cat(l *location, infos []dlqdump.SegmentInfo, flt *filter, format string, pp *protoPrinter) error {
+	w := bufio.NewWriterSize(a.stdout, 64<<10)
+	var printed uint64
+	var damaged int
+	var failed []error
+	var line bytes.Buffer
+	for _, si := range infos {
+		if a.interrupted() {
+			break
+		}
+		segDamaged := false
+		from := checkpointOf(si)
+		if from.Seq > 0 {
+			a.infof("%s: left out its first %s, already restored (restore checkpoint)", si.Name, plural(from.Seq, "record"))
+		}
+		_, err := a.walk(l, si, walkOpts{flt: flt, from: from}, func(_ *segment.Header, b *segment.Block) error {
+			for i := range b.Len() {
+				rec := b.Record(i)
+				if !flt.match(&rec) {
+					continue
+				}
+				if flt.limit > 0 && printed >= flt.limit {
+					return errLimit
+				}
+				line.Reset()
+				if err := formatRecord(&line, si, &rec, format, pp); err != nil {
+					return err
+				}
+				if _, err := w.Write(line.Bytes()); err != nil {
+					return err
+				}
+				printed++
+			}
+			return w.Flush()
+		}, func(err error) {
+			segDamaged = true
+			_ = w.Flush()
+			a.warnf("damage: %v", err)
+		})
+		if segDamaged {
+			damaged++
+		}
+		if errors.Is(err, errLimit) {
+			break
+		}
+		if err != nil {
+			if a.interrupted() || isWriteErr(err) {
+				return err
+			}
+			a.warnf("%v", err)
+			failed = append(failed, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("%s could not be read", plural(len(failed), "segment"))
+	case damaged > 0:
+		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; the records of damaged blocks were not printed; run dlqdump verify", plural(damaged, "segment"))}
+	}
+	return nil
+}
+
+// isWriteErr reports whether err is a failed write to stdout.
+func isWriteErr(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && pe.Op == "write"
+}
+
+// formatRecord appends one record in the format to buf.
+func formatRecord(buf *bytes.Buffer, si dlqdump.SegmentInfo, rec *segment.Record, format string, pp *protoPrinter) error {
+	switch format {
+	case "hex":
+		fmt.Fprintf(buf, "# %s %s #%d %s", si.Name, si.Area, rec.Seq, rec.When().Format(time.RFC3339Nano))
+		for k, v := range rec.Headers.All() {
+			fmt.Fprintf(buf, " %s=%s", quoteIfNeeded(k), quoteIfNeeded(v))
+		}
+		buf.WriteString("\n")
+		if len(rec.Payload) == 0 {
+			buf.WriteString("(empty payload)\n")
+		} else {
+			buf.WriteString(hex.Dump(rec.Payload))
+		}
+		buf.WriteString("\n")
+		return nil
+	case "raw":
+		if pp != nil {
+			if js, _, err := pp.format(rec.Payload); err == nil {
+				buf.Write(js)
+				buf.WriteString("\n")
+				return nil
+			}
+		}
+		buf.Write(rec.Payload)
+		buf.WriteString("\n")
+		return nil
+	}
+	j := recordJSON{
+		Segment: si.Name, Area: si.Area.String(), Seq: rec.Seq, Time: rec.When().Format(time.RFC3339Nano),
+		Headers: headersMap(rec.Headers),
+	}
+	if pp != nil {
+		js, warn, err := pp.format(rec.Payload)
+		if err == nil {
+			j.Payload, j.PayloadError = json.RawMessage(js), warn
+		} else {
+			j.PayloadError = err.Error()
+		}
+	}
+	if j.Payload == nil {
+		j.Payload, j.PayloadBase64 = payloadJSON(rec.Payload)
+	}
+	return jsonLine(buf, j)
+}
+
+// headersMap returns a record's headers as a map, empty (not nil) when it
+// has none.
+func headersMap(h segment.Headers) map[string]string {
+	m := make(map[string]string, h.Len())
+	for k, v := range h.All() {
+		m[k] = v
+	}
+	return m
+}
+
+// protoPrinter prints protobuf payloads of one message type as protojson.
+type protoPrinter struct {
+	mt    protoreflect.MessageType
+	types *dynamicpb.Types
+}
+
+// loadProto reads a FileDescriptorSet and finds the message named name (its
+// full name, or a short name that is unique in the set).
+func loadProto(file, name string) (*protoPrinter, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--proto-descriptor: %w", err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("--proto-descriptor %s: not a FileDescriptorSet (make one with protoc --include_imports --descriptor_set_out=FILE): %w", file, err)
+	}
+	files, err := protodesc.NewFiles(&set)
+	if err != nil {
+		return nil, fmt.Errorf("--proto-descriptor %s: %w (was it made with --include_imports?)", file, err)
+	}
+	name = strings.TrimPrefix(name, ".")
+	var md protoreflect.MessageDescriptor
+	if d, err := files.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
+		md, _ = d.(protoreflect.MessageDescriptor)
+	}
+	if md == nil {
+		var found []protoreflect.MessageDescriptor
+		files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+			found = appendMessages(found, fd.Messages(), name)
+			return true
+		})
+		switch len(found) {
+		case 0:
+			return nil, fmt.Errorf("--proto-message %s: no such message in %s", name, file)
+		case 1:
+			md = found[0]
+		default:
+			return nil, fmt.Errorf("--proto-message %s: ambiguous in %s (%s, %s, ...): give the full name", name, file, found[0].FullName(), found[1].FullName())
+		}
+	}
+	return &protoPrinter{mt: dynamicpb.NewMessageType(md), types: dynamicpb.NewTypes(files)}, nil
+}
+
+// appendMessages appends the messages, nested ones included, whose short
+// name is name.
+func appendMessages(dst []protoreflect.MessageDescriptor, msgs protoreflect.MessageDescriptors, name string) []protoreflect.MessageDescriptor {
+	for i := range msgs.Len() {
+		m := msgs.Get(i)
+		if string(m.Name()) == name {
+			dst = append(dst, m)
+		}
+		dst = appendMessages(dst, m.Messages(), name)
+	}
+	return dst
+}
+
+var _ protoregistry.MessageTypeResolver = (*dynamicpb.Types)(nil)
+
+// format parses a payload and returns its protojson, compacted (protojson
+// varies its spacing on purpose). warn says that the payload has fields the
+// descriptor does not know (protojson leaves them out).
+func (p *protoPrinter) format(payload []byte) (js []byte, warn string, err error) {
+	m := p.mt.New().Interface()
+	if err := (proto.UnmarshalOptions{Resolver: p.types}).Unmarshal(payload, m); err != nil {
+		// protobuf-go puts non-breaking spaces in its messages at random.
+		msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
+		return nil, "", fmt.Errorf("not a %s: %s", p.mt.Descriptor().FullName(), msg)
+	}
+	if u := m.ProtoReflect().GetUnknown(); len(u) > 0 {
+		warn = fmt.Sprintf("%d bytes of fields unknown to %s left out", len(u), p.mt.Descriptor().FullName())
+	}
+	js, err = protojson.MarshalOptions{Resolver: p.types}.Marshal(m)
+	if err != nil {
+		return nil, "", fmt.Errorf("protojson: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, js); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), warn, nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// maxRetryAfter caps how long a Retry-After answer makes a record wait.
+const maxRetryAfter = time.Minute
+
+// httpDest POSTs each restored record to a URL: the payload as the body,
+// the headers as X-Dlq-KEY request headers. It retries 408, 425, 429, 5xx
+// and connection errors with exponential backoff and full jitter, up to
+// maxAttempts; its Enqueue returns an error only for a record that is
+// refused for good, which the Restorer then quarantines.
+type httpDest struct {
+	ctx         context.Context
+	client      *http.Client
+	url         string
+	contentType string
+	maxAttempts int
+	base, max   time.Duration
+	timeout     time.Duration
+	bar         *progress
+
+	retries atomic.Uint64
+}
+
+func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	return &httpDest{
+		ctx:         ctx,
+		client:      &http.Client{Transport: tr},
+		url:         url,
+		contentType: f.contentType,
+		maxAttempts: f.maxAttempts,
+		base:        f.retryBase,
+		max:         f.retryMax,
+		timeout:     f.timeout,
+	}
+}
+
+// Enqueue delivers one record; it implements the Restorer's destination.
+func (d *httpDest) Enqueue(x any) error {
+	payload, headers, err := unpack(x)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		retry, after, err := d.post(payload, headers)
+		if err == nil {
+			d.bar.add(1)
+			return nil
+		}
+		if cerr := d.ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if !retry {
+			return fmt.Errorf("POST %s: %v (not retried)", d.url, err)
+		}
+		if attempt >= d.maxAttempts {
+			return fmt.Errorf("POST %s: %v (%s)", d.url, err, plural(attempt, "attempt"))
+		}
+		d.retries.Add(1)
+		bound := d.base << min(attempt-1, 30)
+		if bound <= 0 || bound > d.max {
+			bound = d.max
+		}
+		wait := time.Duration(rand.Int64N(int64(bound) + 1)) // full jitter
+		if after > wait {
+			wait = min(after, maxRetryAfter)
+		}
+		if err := sleepCtx(d.ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// post makes one attempt. retry says whether a failure is worth retrying;
+// after is the wait a Retry-After answer asks for.
+func (d *httpDest) post(payload []byte, headers map[string]string) (retry bool, after time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(d.ctx, d.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(payload))
+	if err != nil {
+		return false, 0, err
+	}
+	req.Header.Set("Content-Type", d.contentType)
+	req.Header.Set("User-Agent", "dlqdump/"+buildVersion())
+	for k, v := range headers {
+		req.Header.Add(headerName(k), headerValue(v))
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		// Connection refused or reset, timeouts, TLS handshake failures:
+		// all worth another try.
+		return true, 0, err
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return false, 0, nil
+	}
+	err = fmt.Errorf("%s", resp.Status)
+	if s := strings.TrimSpace(string(snippet)); s != "" && printable([]byte(s)) {
+		err = fmt.Errorf("%s: %s", resp.Status, s)
+	}
+	switch c := resp.StatusCode; {
+	case c == http.StatusRequestTimeout, c == http.StatusTooEarly, c == http.StatusTooManyRequests, c >= 500:
+		return true, retryAfter(resp.Header.Get("Retry-After")), err
+	}
+	return false, 0, err
+}
+
+// retryAfter parses a Retry-After value: seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// headerName returns the request header carrying a record header: X-Dlq-
+// followed by the key, characters not allowed in a header name replaced by
+// "-", in canonical form (X-Dlq-Reason).
+func headerName(k string) string {
+	b := []byte(k)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("-")
+	}
+	return http.CanonicalHeaderKey("X-Dlq-" + string(b))
+}
+
+// headerValue returns a value that may travel in a header: as it is when it
+// is printable ASCII, else RFC 2047 encoded (=?utf-8?q?...?=).
+func headerValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e {
+			return mime.QEncoding.Encode("utf-8", v)
+		}
+	}
+	return v
+}
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

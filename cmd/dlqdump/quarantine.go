@@ -1,0 +1,241 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+func newQuarantineCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "quarantine",
+		Short: "List quarantined segments and release them for restoring",
+		Long: `The quarantine area holds what a restorer set aside instead of deleting it:
+whole segments (of another data Version, or damaged) with the reason, and
+segments of single records (refused by the destination MaxAttempts times,
+undecodable, replayed too often), each record with a "quarantine" header
+saying why and an "origin" header naming the segment and record it came from.`,
+		Args: argsRange(0, 0, "a subcommand: ls or release"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usageErrorf("%s: want a subcommand: ls or release", cmd.CommandPath())
+		},
+	}
+	cmd.AddCommand(newQuarantineLsCmd(a), newQuarantineReleaseCmd(a))
+	return cmd
+}
+
+func newQuarantineLsCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls LOCATION",
+		Short: "List quarantined segments with the reasons",
+		Long: `List the quarantined segments, oldest first, with their records, time range
+and reason: the segment's own reason when it was moved aside whole, else the
+reasons its records carry (the "quarantine" header), most frequent first.
+
+With --json, one object per segment and line:
+  {"name":"...","size":1234,"records":3,"first":"...","last":"...",
+   "reason":"version 2.0.0.0, restorer expects 1.0.0.0",
+   "record_reasons":{"destination refused it ...":3}}`,
+		Example: `  dlqdump quarantine ls /var/lib/app/dlq
+  dlqdump quarantine ls s3://dead-letters/orders/ --json`,
+		Args: argsRange(1, 1, "LOCATION"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			l, err := a.open(args[0], true)
+			if err != nil {
+				return err
+			}
+			infos, err := a.list(l, []dlqdump.Area{dlqdump.AreaQuarantine}, nil)
+			if err != nil {
+				return err
+			}
+			return a.quarantineLs(l, infos, asJSON)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per segment and line")
+	return cmd
+}
+
+type quarantineJSON struct {
+	Name          string            `json:"name"`
+	Size          int64             `json:"size"`
+	Records       uint64            `json:"records"`
+	First         string            `json:"first,omitempty"`
+	Last          string            `json:"last,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	RecordReasons map[string]uint64 `json:"record_reasons,omitempty"`
+	Damage        []string          `json:"damage,omitempty"`
+}
+
+func (a *app) quarantineLs(l *location, infos []dlqdump.SegmentInfo, asJSON bool) error {
+	t := newTable(1)
+	t.add("NAME", "RECORDS", "FIRST", "LAST", "REASON")
+	var failed, damaged int
+	for _, si := range infos {
+		j := quarantineJSON{Name: si.Name, Size: si.Size, Reason: si.Reason, RecordReasons: map[string]uint64{}}
+		var minT, maxT int64
+		_, err := a.walk(l, si, walkOpts{}, func(_ *segment.Header, b *segment.Block) error {
+			for i := range b.Len() {
+				rec := b.Record(i)
+				if j.Records == 0 || rec.Time < minT {
+					minT = rec.Time
+				}
+				if j.Records == 0 || rec.Time > maxT {
+					maxT = rec.Time
+				}
+				j.Records++
+				if v, ok := rec.Headers.Lookup(dlqdump.HeaderQuarantine); ok {
+					j.RecordReasons[string(v)]++
+				}
+			}
+			return nil
+		}, func(err error) {
+			j.Damage = append(j.Damage, err.Error())
+			a.warnf("damage: %v", err)
+		})
+		if err != nil {
+			if a.interrupted() {
+				return err
+			}
+			failed++
+			a.warnf("%v", err)
+		}
+		if len(j.Damage) > 0 {
+			damaged++
+		}
+		first, last := timeOf(j.Records, minT), timeOf(j.Records, maxT)
+		if asJSON {
+			j.First, j.Last = jsonTime(first), jsonTime(last)
+			if len(j.RecordReasons) == 0 {
+				j.RecordReasons = nil
+			}
+			if err := jsonLine(a.stdout, j); err != nil {
+				return err
+			}
+			continue
+		}
+		t.add(si.Name, strconv.FormatUint(j.Records, 10), fmtTime(first), fmtTime(last), reasonText(si.Reason, j.RecordReasons, j.Records))
+	}
+	if !asJSON {
+		if len(infos) == 0 {
+			a.infof("no quarantined segments in %s", l)
+		} else if err := t.write(a.stdout); err != nil {
+			return err
+		}
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("%s could not be read", plural(failed, "segment"))
+	case damaged > 0:
+		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; run dlqdump verify", plural(damaged, "segment"))}
+	}
+	return nil
+}
+
+// timeOf returns the time t (Unix nanoseconds), zero when there are no
+// records.
+func timeOf(n uint64, t int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t).UTC()
+}
+
+// reasonText summarises why a segment is quarantined, on one line.
+func reasonText(segReason string, recReasons map[string]uint64, records uint64) string {
+	if segReason != "" {
+		return oneLine(segReason)
+	}
+	if len(recReasons) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(recReasons))
+	var with uint64
+	for k, n := range recReasons {
+		keys = append(keys, k)
+		with += n
+	}
+	slices.SortFunc(keys, func(x, y string) int {
+		if c := cmp.Compare(recReasons[y], recReasons[x]); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	s := fmt.Sprintf("%d× %s", recReasons[keys[0]], oneLine(keys[0]))
+	if len(keys) > 1 {
+		s += fmt.Sprintf(" (+%s)", plural(len(keys)-1, "other reason"))
+	}
+	if with < records {
+		s += fmt.Sprintf(" (+%d without a reason)", records-with)
+	}
+	return s
+}
+
+// oneLine flattens line breaks and shortens s to 120 characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:117]) + "..."
+	}
+	return s
+}
+
+func newQuarantineReleaseCmd(a *app) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "release LOCATION [SEGMENT...|--all]",
+		Short: "Move quarantined segments back to ready",
+		Long: `Move the named quarantined segments (or --all of them) back to the ready
+area, where the next restore picks them up; their quarantine reason is
+dropped. Release a segment once what made it fail is fixed: a segment of
+another data Version is quarantined again by a restorer that still does not
+accept that version.`,
+		Example: `  dlqdump quarantine release /var/lib/app/dlq 20261122T101500.123456789Z-0123456789abcdef.dlq
+  dlqdump quarantine release s3://dead-letters/orders/ --all`,
+		Args: argsRange(1, -1, "LOCATION [SEGMENT...|--all]"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			names := args[1:]
+			switch {
+			case all && len(names) > 0:
+				return usageErrorf("give segment names or --all, not both")
+			case !all && len(names) == 0:
+				return usageErrorf("give the segments to release, or --all")
+			}
+			l, err := a.open(args[0], true)
+			if err != nil {
+				return err
+			}
+			infos, err := a.list(l, []dlqdump.Area{dlqdump.AreaQuarantine}, names)
+			if err != nil {
+				return err
+			}
+			var failed []error
+			for _, si := range infos {
+				if a.interrupted() {
+					break
+				}
+				if err := l.reader.Move(a.ctx, si.Name, dlqdump.AreaQuarantine, dlqdump.AreaReady, ""); err != nil {
+					failed = append(failed, err)
+					a.warnf("release %s: %v", si.Name, err)
+					continue
+				}
+				if !a.quiet {
+					a.printOut("released " + si.Name)
+				}
+			}
+			a.infof("released %s of %d in %s", plural(len(infos)-len(failed), "segment"), len(infos), l)
+			return errors.Join(failed...)
+		}),
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "release every quarantined segment")
+	return cmd
+}

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+)
+
+type restoreFlags struct {
+	to          string
+	rate        float64
+	maxAttempts int
+	retryBase   time.Duration
+	retryMax    time.Duration
+	timeout     time.Duration
+	contentType string
+	dryRun      bool
+	archive     bool
+	version     string
+	lease       time.Duration
+	ff          filterFlags
+}
+
+func newRestoreCmd(a *app) *cobra.Command {
+	var f restoreFlags
+	cmd := &cobra.Command{
+		Use:   "restore LOCATION [SEGMENT...]",
+		Short: "Redrive records to stdout or an HTTP endpoint, then delete them",
+		Long: `Redrive the ready records of a dump (all, the named segments, or those the
+filters select) with a dlqdump.Restorer, which claims each segment so that
+it never races another restorer, and delete what was delivered (--archive:
+move it to the archive area). Records the filters do not select stay ready,
+in a new segment that keeps the original's place in time.
+
+Without --to, each record is written to stdout as one JSON object and line:
+  {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}
+(payload_base64 as for cat; the headers are those delivered: "replays" is
+raised by one on every restore). A record counts as delivered once written.
+
+With --to URL, each record is POSTed to URL, its payload as the body
+(Content-Type from --content-type) and each header as an X-Dlq-KEY request
+header (X-Dlq-Reason, X-Dlq-Source, X-Dlq-Replays, ...; characters of KEY
+other than letters, digits and "-" become "-"; values that are not printable
+ASCII are RFC 2047 encoded). A 2xx answer is a delivery. 408, 425,
+429 and 5xx answers and connection errors are retried with exponential
+backoff and full jitter (between 0 and --retry-base doubled per attempt, at
+most --retry-max; a Retry-After answer is honoured up to a minute), up to
+--max-attempts in all; other answers are not retried. A record still refused
+is written to the quarantine area with the reason (see dlqdump quarantine),
+never deleted, and the exit status is 4.
+
+--rate caps deliveries per second. --dry-run reads everything and prints
+what would be delivered, by reason, changing nothing. Segments of any data
+Version are restored unless --version is given; then segments of other
+versions are moved to quarantine.
+
+An interrupt (Ctrl-C) stops at the end of the block being delivered and
+keeps a checkpoint, so the next restore resumes there; a second one stops at
+once (the records of that block may then be delivered again).`,
+		Example: `  dlqdump restore /var/lib/app/dlq --dry-run
+  dlqdump restore /var/lib/app/dlq --to http://orders.internal:8080/redrive --rate 200
+  dlqdump restore /var/lib/app/dlq --where reason=failed --since 24h --to http://localhost:8080/in
+  dlqdump restore s3://dead-letters/orders/ --limit 100 > redriven.jsonl`,
+		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return a.restore(args[0], args[1:], &f)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (default: JSON lines on stdout)")
+	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record before it is quarantined (--to)")
+	fl.DurationVar(&f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
+	fl.DurationVar(&f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
+	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads (--to)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "count what would be delivered, by reason; change nothing")
+	fl.BoolVar(&f.archive, "archive", false, "move restored segments to the archive area instead of deleting them")
+	fl.StringVar(&f.version, "version", "", "restore only segments of this data Version (e.g. 1.2 or 1.2.0.0); others go to quarantine (default: any version)")
+	fl.DurationVar(&f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
+	_ = fl.MarkHidden("lease")
+	f.ff.register(fl)
+	return cmd
+}
+
+func (a *app) restore(loc string, names []string, f *restoreFlags) error {
+	flt, err := f.ff.parse(time.Now())
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.rate < 0:
+		return usageErrorf("--rate %v: want 0 (no limit) or more", f.rate)
+	case f.maxAttempts < 1:
+		return usageErrorf("--max-attempts %d: want at least 1", f.maxAttempts)
+	case f.retryBase <= 0 || f.retryMax < f.retryBase:
+		return usageErrorf("--retry-base %s, --retry-max %s: want 0 < base <= max", f.retryBase, f.retryMax)
+	case f.timeout <= 0:
+		return usageErrorf("--timeout %s: want more than 0", f.timeout)
+	case f.lease < time.Second:
+		return usageErrorf("--lease %s: want at least 1s", f.lease)
+	}
+	var version dlqdump.Version
+	anyVersion := f.version == ""
+	if !anyVersion {
+		if version, err = dlqdump.ParseVersion(f.version); err != nil {
+			return usageErrorf("--version %q: want 1 to 4 dot-separated numbers, e.g. 1.2", f.version)
+		}
+	}
+	var target *url.URL
+	if f.to != "" {
+		if target, err = url.Parse(f.to); err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+			return usageErrorf("--to %q: want an http:// or https:// URL", f.to)
+		}
+	}
+	l, err := a.open(loc, true)
+	if err != nil {
+		return err
+	}
+	ready, err := a.list(l, []dlqdump.Area{dlqdump.AreaReady}, names)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var total int64
+	var claimed []string
+	for _, si := range ready {
+		if c := si.Claim; c != nil && c.Expires.After(now) {
+			claimed = append(claimed, fmt.Sprintf("%s (by %s)", si.Name, c.Owner))
+		}
+	}
+	if len(claimed) > 0 {
+		a.infof("skipping %s claimed by another restorer: %s", plural(len(claimed), "segment"), strings.Join(claimed, ", "))
+	}
+	if a.progressEnabled() && !f.dryRun {
+		for _, s := range a.summarizeAll(l, ready) {
+			total += int64(s.records)
+		}
+	}
+
+	runCtx, cancelRun := context.WithCancel(a.ctx)
+	defer cancelRun()
+	var dest interface{ Enqueue(any) error }
+	var hd *httpDest
+	var sd *stdoutDest
+	if target != nil {
+		hd = newHTTPDest(runCtx, target.String(), f)
+		dest = hd
+	} else {
+		sd = &stdoutDest{w: a.stdout, cancel: cancelRun}
+		dest = sd
+	}
+	cfg := &dlqdump.Config{
+		Version:         version,
+		Reader:          l.reader,
+		Decoder:         decoder.Fallthrough{},
+		Queue:           dest,
+		DeliverEnvelope: true,
+		// The destination retries what is worth retrying itself: one
+		// refusal is final.
+		MaxAttempts: 1,
+		AllowRate:   1,
+		RateLimit:   f.rate,
+		Archive:     f.archive,
+		Lease:       f.lease,
+		Logger:      a.logger(),
+		Owner:       cliOwner(),
+	}
+	if anyVersion {
+		cfg.VersionCompatible = func(_, _ dlqdump.Version) bool { return true }
+	}
+	if l.isS3() {
+		// Every checkpoint is a PUT: at most one every two seconds.
+		cfg.CheckpointInterval = 2 * time.Second
+	}
+	r, err := dlqdump.NewRestorer(cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	go func() {
+		select {
+		case <-a.soft.Done():
+			// Stop at the next block, keeping a checkpoint.
+			_ = r.Shutdown(a.ctx)
+		case <-runCtx.Done():
+		}
+	}()
+	opts := flt.runOptions()
+	opts.DryRun = f.dryRun
+	if len(names) > 0 {
+		opts.Segments = names
+	}
+	var bar *progress
+	if !f.dryRun {
+		bar = a.newProgress("restoring", total, false)
+		if hd != nil {
+			hd.bar = bar
+		} else {
+			sd.bar = bar
+		}
+	}
+	rep, runErr := r.Run(runCtx, opts)
+	bar.finish()
+	if sd != nil && sd.failed != nil {
+		return fmt.Errorf("writing to stdout failed: %v; the segment being restored keeps its undelivered records", sd.failed)
+	}
+	if f.dryRun {
+		if err := a.printDryRun(l, &rep); err != nil {
+			return err
+		}
+		return withCode(exitError, runErr)
+	}
+	a.printReport(l, f.to, &rep, hd)
+	if runErr != nil {
+		if errors.Is(runErr, dlqdump.ErrClosed) && a.interrupted() {
+			return nil
+		}
+		return runErr
+	}
+	notDelivered := rep.Quarantined > 0 || rep.QuarantinedSegments > 0 || rep.DamagedBlocks > 0
+	if notDelivered {
+		a.warnf("some records were not delivered; they are kept in quarantine: dlqdump quarantine ls %s", l.raw)
+		return silentExit(exitUndelivered)
+	}
+	return nil
+}
+
+// cliOwner names this process in claims.
+func cliOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("dlqdump-cli@%s-%d", host, os.Getpid())
+}
+
+// logger returns a logger for the library's warnings, printed on stderr as
+// "dlqdump: warning: MESSAGE key=value ...".
+func (a *app) logger() *slog.Logger {
+	return slog.New(&warnHandler{a: a})
+}
+
+// warnHandler prints warnings and errors through app.printErr. The
+// Restorer's component and owner attributes are left out.
+type warnHandler struct {
+	a     *app
+	attrs []slog.Attr
+}
+
+// Enabled reports whether records of level l are printed: warnings and
+// errors.
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+// Handle prints a record as one line.
+func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("dlqdump: warning: ")
+	b.WriteString(r.Message)
+	add := func(at slog.Attr) bool {
+		if at.Key == "component" || at.Key == "owner" || at.Equal(slog.Attr{}) {
+			return true
+		}
+		b.WriteString(" ")
+		b.WriteString(at.Key)
+		b.WriteString("=")
+		b.WriteString(quoteIfNeeded(at.Value.Resolve().String()))
+		return true
+	}
+	for _, at := range h.attrs {
+		add(at)
+	}
+	r.Attrs(add)
+	h.a.printErr(b.String())
+	return nil
+}
+
+// WithAttrs returns a handler printing attrs with every record.
+func (h *warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &warnHandler{a: h.a, attrs: append(slices.Clip(h.attrs), attrs...)}
+}
+
+// WithGroup returns h: groups are not shown.
+func (h *warnHandler) WithGroup(string) slog.Handler { return h }
+
+// reasonRows returns a report's reasons, most frequent first; "" is shown as
+// (none).
+func reasonRows(by map[string]uint64) *table {
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y string) int {
+		if c := cmp.Compare(by[y], by[x]); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	t := newTable(1)
+	for _, k := range keys {
+		label := k
+		switch {
+		case k == "":
+			label = "(none)"
+		case k == "quarantine: damaged":
+			label = "quarantine: damaged (segments)"
+		}
+		t.add("  "+label, strconv.FormatUint(by[k], 10))
+	}
+	return t
+}
+
+func (a *app) printDryRun(l *location, rep *dlqdump.Report) error {
+	var quar uint64
+	for k, n := range rep.ByReason {
+		if strings.HasPrefix(k, "quarantine: ") && k != "quarantine: damaged" {
+			quar += n
+		}
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "dry run of restore from %s: nothing was changed\n", l)
+	fmt.Fprintf(w, "would deliver    %s (%s)\n", plural(rep.Delivered, "record"), humanBytes(rep.Bytes))
+	fmt.Fprintf(w, "would quarantine %s", plural(quar, "record"))
+	if rep.QuarantinedSegments > 0 {
+		fmt.Fprintf(w, " (%s moved whole)", plural(rep.QuarantinedSegments, "segment"))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "would leave      %s not selected by the filters\n", plural(rep.Skipped, "record"))
+	if rep.DamagedBlocks > 0 {
+		fmt.Fprintf(w, "damaged blocks   %d (their records cannot be restored; run dlqdump verify)\n", rep.DamagedBlocks)
+	}
+	if len(rep.ByReason) > 0 {
+		fmt.Fprintln(w, "by reason:")
+		return reasonRows(rep.ByReason).write(w)
+	}
+	return nil
+}
+
+func (a *app) printReport(l *location, to string, rep *dlqdump.Report, hd *httpDest) {
+	if a.quiet {
+		return
+	}
+	dest := "stdout"
+	if to != "" {
+		dest = to
+	}
+	msg := fmt.Sprintf("restored %s (%s) from %s to %s; %s completed", plural(rep.Delivered, "record"), humanBytes(rep.Bytes), l, dest, plural(rep.Segments, "segment"))
+	if hd != nil {
+		if n := hd.retries.Load(); n > 0 {
+			msg += fmt.Sprintf(", %s", plural(n, "retry"))
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString(msg)
+	if rep.Skipped > 0 {
+		fmt.Fprintf(&b, "\nleft %s not selected by the filters", plural(rep.Skipped, "record"))
+	}
+	if rep.Quarantined > 0 || rep.QuarantinedSegments > 0 {
+		fmt.Fprintf(&b, "\nquarantined %s", plural(rep.Quarantined, "record"))
+		if rep.QuarantinedSegments > 0 {
+			fmt.Fprintf(&b, " (%s moved whole)", plural(rep.QuarantinedSegments, "segment"))
+		}
+	}
+	if rep.DamagedBlocks > 0 {
+		fmt.Fprintf(&b, "\nskipped %s (run dlqdump verify)", plural(rep.DamagedBlocks, "damaged block"))
+	}
+	if len(rep.ByReason) > 0 {
+		b.WriteString("\ndelivered by reason:\n")
+		_ = reasonRows(rep.ByReason).write(&b)
+	}
+	a.printErr(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// stdoutDest writes delivered records to stdout as JSON lines. A failed
+// write cancels the pass, so that nothing more is taken from the dump.
+type stdoutDest struct {
+	w      io.Writer
+	cancel context.CancelFunc
+	bar    *progress
+
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	failed error
+}
+
+type deliveredJSON struct {
+	Headers       map[string]string `json:"headers"`
+	Payload       any               `json:"payload"`
+	PayloadBase64 bool              `json:"payload_base64,omitempty"`
+}
+
+// Enqueue writes one record; it implements the Restorer's destination.
+func (d *stdoutDest) Enqueue(x any) error {
+	payload, headers, err := unpack(x)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failed != nil {
+		return d.failed
+	}
+	j := deliveredJSON{Headers: headers}
+	j.Payload, j.PayloadBase64 = payloadJSON(payload)
+	d.buf.Reset()
+	if err := jsonLine(&d.buf, j); err != nil {
+		return err
+	}
+	if _, err := d.w.Write(d.buf.Bytes()); err != nil {
+		d.failed = err
+		d.cancel()
+		return err
+	}
+	d.bar.add(1)
+	return nil
+}
+
+// unpack returns the payload and headers of what the Restorer delivers:
+// an *Envelope around the bytes decoder.Fallthrough returns.
+func unpack(x any) ([]byte, map[string]string, error) {
+	env, ok := x.(*dlqdump.Envelope)
+	if !ok {
+		return nil, nil, fmt.Errorf("dlqdump: unexpected item %T", x)
+	}
+	p, ok := env.Item.([]byte)
+	if !ok {
+		return nil, nil, fmt.Errorf("dlqdump: unexpected payload %T", env.Item)
+	}
+	h := map[string]string(env.Headers)
+	if h == nil {
+		h = map[string]string{}
+	}
+	return p, h, nil
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/segment"
+)
+
+func newStatCmd(a *app) *cobra.Command {
+	var (
+		asJSON bool
+		area   string
+		by     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "stat LOCATION [SEGMENT...]",
+		Short: "Totals and records by header value",
+		Long: `Print the totals of a dump (segments by state, records, raw and stored bytes,
+compression ratio, oldest and newest record) and how many records have each
+value of a header: "reason" by default, or each --by KEY. Every record is
+read, so damaged blocks are found (and reported on stderr, exit status 3).
+
+With --json, one object:
+  {"segments":4,"states":{"ready":2,"claimed":0,"quarantined":1,"archived":1},
+   "records":120,"raw_bytes":30720,"stored_bytes":4096,"ratio":7.5,
+   "oldest":"...","newest":"...","damaged_blocks":0,
+   "by":{"reason":{"values":{"failed":80,"leak":30},"missing":10}}}`,
+		Example: `  dlqdump stat /var/lib/app/dlq
+  dlqdump stat /var/lib/app/dlq --by reason --by source
+  dlqdump stat s3://dead-letters/orders/ --area ready --json`,
+		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			areas, err := areasFlag(cmd.Flags(), area, args[1:], "all")
+			if err != nil {
+				return err
+			}
+			if len(by) == 0 {
+				by = []string{dlqdump.HeaderReason}
+			}
+			l, err := a.open(args[0], true)
+			if err != nil {
+				return err
+			}
+			infos, err := a.list(l, areas, args[1:])
+			if err != nil {
+				return err
+			}
+			return a.stat(l, infos, by, asJSON)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().StringVar(&area, "area", "all", "ready, quarantine, archive or all")
+	cmd.Flags().StringArrayVar(&by, "by", nil, "count records by the values of this header (repeatable; default reason)")
+	return cmd
+}
+
+// valueCounts counts the values of one header.
+type valueCounts struct {
+	values  map[string]uint64
+	missing uint64
+}
+
+type statResult struct {
+	segments       int
+	states         map[string]int
+	records        uint64
+	raw            uint64
+	stored         int64
+	oldest, newest int64
+	damagedBlocks  int
+	damagedSegs    int
+	by             map[string]*valueCounts
+}
+
+func (a *app) stat(l *location, infos []dlqdump.SegmentInfo, by []string, asJSON bool) error {
+	now := time.Now()
+	res := &statResult{states: map[string]int{"ready": 0, "claimed": 0, "quarantined": 0, "archived": 0}, by: map[string]*valueCounts{}}
+	for _, k := range by {
+		res.by[k] = &valueCounts{values: map[string]uint64{}}
+	}
+	var failed []error
+	for _, si := range infos {
+		res.segments++
+		res.stored += si.Size
+		res.states[(&summary{info: si}).state(now)]++
+		damaged := false
+		_, err := a.walk(l, si, walkOpts{from: checkpointOf(si)}, func(_ *segment.Header, b *segment.Block) error {
+			res.raw += uint64(b.Info().RawLen)
+			for i := range b.Len() {
+				rec := b.Record(i)
+				if res.records == 0 || rec.Time < res.oldest {
+					res.oldest = rec.Time
+				}
+				if res.records == 0 || rec.Time > res.newest {
+					res.newest = rec.Time
+				}
+				res.records++
+				for k, vc := range res.by {
+					if v, ok := rec.Headers.Lookup(k); ok {
+						vc.values[string(v)]++
+					} else {
+						vc.missing++
+					}
+				}
+			}
+			return nil
+		}, func(err error) {
+			damaged = true
+			res.damagedBlocks++
+			a.warnf("damage: %v", err)
+		})
+		if damaged {
+			res.damagedSegs++
+		}
+		if err != nil {
+			if a.interrupted() {
+				return err
+			}
+			a.warnf("%v", err)
+			failed = append(failed, err)
+		}
+	}
+	var err error
+	if asJSON {
+		err = res.writeJSON(a.stdout, by)
+	} else {
+		err = res.writeText(a.stdout, by)
+	}
+	switch {
+	case err != nil:
+		return err
+	case len(failed) > 0:
+		return fmt.Errorf("%s could not be read", plural(len(failed), "segment"))
+	case res.damagedSegs > 0:
+		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; run dlqdump verify", plural(res.damagedSegs, "segment"))}
+	}
+	return nil
+}
+
+func (r *statResult) ratio() float64 {
+	if r.stored <= 0 || r.raw == 0 {
+		return 0
+	}
+	return float64(r.raw) / float64(r.stored)
+}
+
+func (r *statResult) timeRange() (oldest, newest time.Time) {
+	if r.records == 0 {
+		return time.Time{}, time.Time{}
+	}
+	return time.Unix(0, r.oldest).UTC(), time.Unix(0, r.newest).UTC()
+}
+
+// sortedValues returns a header's values, most frequent first.
+func (vc *valueCounts) sortedValues() []string {
+	vals := make([]string, 0, len(vc.values))
+	for v := range vc.values {
+		vals = append(vals, v)
+	}
+	slices.SortFunc(vals, func(x, y string) int {
+		if c := cmp.Compare(vc.values[y], vc.values[x]); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	return vals
+}
+
+func (r *statResult) writeText(w io.Writer, by []string) error {
+	var states []string
+	for _, s := range []string{"ready", "claimed", "quarantined", "archived"} {
+		if n := r.states[s]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	segs := strconv.Itoa(r.segments)
+	if len(states) > 0 {
+		segs += " (" + strings.Join(states, ", ") + ")"
+	}
+	oldest, newest := r.timeRange()
+	t := newTable()
+	t.add("segments", segs)
+	t.add("records", strconv.FormatUint(r.records, 10))
+	t.add("raw", fmt.Sprintf("%s (%d bytes)", humanBytes(r.raw), r.raw))
+	t.add("stored", fmt.Sprintf("%s (%d bytes)", humanBytes(r.stored), r.stored))
+	t.add("ratio", fmtRatio(r.ratio()))
+	t.add("oldest", orDash(jsonTime(oldest)))
+	t.add("newest", orDash(jsonTime(newest)))
+	if r.damagedBlocks > 0 {
+		t.add("damaged", plural(r.damagedBlocks, "block")+" (see stderr)")
+	}
+	if err := t.write(w); err != nil {
+		return err
+	}
+	for _, k := range by {
+		vc := r.by[k]
+		fmt.Fprintf(w, "\nby %s\n", k)
+		bt := newTable(1, 2)
+		share := func(n uint64) string {
+			if r.records == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(100*float64(n)/float64(r.records), 'f', 1, 64) + "%"
+		}
+		for _, v := range vc.sortedValues() {
+			bt.add("  "+quoteCell(v), strconv.FormatUint(vc.values[v], 10), share(vc.values[v]))
+		}
+		if vc.missing > 0 {
+			bt.add("  (none)", strconv.FormatUint(vc.missing, 10), share(vc.missing))
+		}
+		if len(bt.rows) == 0 {
+			fmt.Fprintln(w, "  (no records)")
+			continue
+		}
+		if err := bt.write(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+type statValuesJSON struct {
+	Values  map[string]uint64 `json:"values"`
+	Missing uint64            `json:"missing"`
+}
+
+type statJSON struct {
+	Segments      int                        `json:"segments"`
+	States        map[string]int             `json:"states"`
+	Records       uint64                     `json:"records"`
+	RawBytes      uint64                     `json:"raw_bytes"`
+	StoredBytes   int64                      `json:"stored_bytes"`
+	Ratio         float64                    `json:"ratio"`
+	Oldest        string                     `json:"oldest,omitempty"`
+	Newest        string                     `json:"newest,omitempty"`
+	DamagedBlocks int                        `json:"damaged_blocks"`
+	By            map[string]*statValuesJSON `json:"by"`
+}
+
+func (r *statResult) writeJSON(w io.Writer, by []string) error {
+	oldest, newest := r.timeRange()
+	j := statJSON{
+		Segments: r.segments, States: r.states, Records: r.records, RawBytes: r.raw, StoredBytes: r.stored,
+		Ratio: math.Round(r.ratio()*100) / 100, Oldest: jsonTime(oldest), Newest: jsonTime(newest),
+		DamagedBlocks: r.damagedBlocks, By: map[string]*statValuesJSON{},
+	}
+	for _, k := range by {
+		j.By[k] = &statValuesJSON{Values: r.by[k].values, Missing: r.by[k].missing}
+	}
+	return jsonLine(w, j)
+}
