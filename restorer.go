@@ -625,7 +625,10 @@ type refusedError struct {
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("destination refused it %d times: %v", e.attempts, e.err)
+	if e.attempts == 1 {
+		return fmt.Sprintf("refused by the destination: %v", e.err)
+	}
+	return fmt.Sprintf("refused by the destination %d times: %v", e.attempts, e.err)
 }
 
 func (e *refusedError) Unwrap() error { return e.err }

@@ -203,7 +203,7 @@ func TestRestoreQuarantinesRefused(t *testing.T) {
 		t.Fatalf("report %+v, %d calls", rep, dst.calls)
 	}
 	q := readArea(t, dir+"/quarantine")
-	if len(q) != 3 || q[0].Payload != "a" || !strings.Contains(q[0].Headers[dlqdump.HeaderQuarantine], "refused it 3 times: queue full") {
+	if len(q) != 3 || q[0].Payload != "a" || !strings.Contains(q[0].Headers[dlqdump.HeaderQuarantine], "refused by the destination 3 times: queue full") {
 		t.Fatalf("quarantine holds %+v", q)
 	}
 	if len(segmentsIn(t, dir)) != 0 {

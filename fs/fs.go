@@ -120,11 +120,21 @@ func moveAside(dir, sub, path, name, reason string, perm os.FileMode) error {
 			return fmt.Errorf("dlqdump: fs: write reason for %s: %w", name, err)
 		}
 	}
-	if err := os.Rename(path, filepath.Join(to, name)); err != nil {
+	if err := renameNoReplace(path, filepath.Join(to, name)); err != nil {
 		return fmt.Errorf("dlqdump: fs: move %s to %s: %w", path, sub, err)
 	}
 	if err := syncDir(to); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// linkRename renames without replacing by linking the new name (which fails
+// when it exists) and removing the old one. A crash in between leaves both
+// names on one file; Recover and listing see the final name only once.
+func linkRename(oldpath, newpath string) error {
+	if err := os.Link(oldpath, newpath); err != nil {
+		return err
+	}
+	return os.Remove(oldpath)
 }

@@ -377,7 +377,7 @@ func (r *Reader) move(name, fromDir, toDir string, from, to dlqdump.Area, reason
 			return err
 		}
 	}
-	if err := os.Rename(src, dst); err != nil {
+	if err := renameNoReplace(src, dst); err != nil {
 		if to == dlqdump.AreaQuarantine && reason != "" {
 			_ = os.Remove(reasonPath)
 		}

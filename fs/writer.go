@@ -144,7 +144,7 @@ func (f *file) Commit(context.Context) error {
 		if err := datasync(f.f); err != nil {
 			return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
 		}
-		if err := os.Rename(f.tmp, f.final); err != nil {
+		if err := renameNoReplace(f.tmp, f.final); err != nil {
 			return fmt.Errorf("dlqdump: fs: publish %s: %w", f.final, err)
 		}
 		f.committed = true
@@ -264,7 +264,7 @@ func (w *Writer) recoverFile(dir, path, name string) (string, error) {
 	if err := datasync(f); err != nil {
 		return "", err
 	}
-	if err := os.Rename(path, filepath.Join(dir, name)); err != nil {
+	if err := renameNoReplace(path, filepath.Join(dir, name)); err != nil {
 		return "", err
 	}
 	log.Info("sealed and published a segment left open", slog.Uint64("records", res.Records), slog.Any("damage", res.Damage))

@@ -45,7 +45,7 @@ reasons its records carry (the "quarantine" header), most frequent first.
 With --json, one object per segment and line:
   {"name":"...","size":1234,"records":3,"first":"...","last":"...",
    "reason":"version 2.0.0.0, restorer expects 1.0.0.0",
-   "record_reasons":{"destination refused it ...":3}}`,
+   "record_reasons":{"refused by the destination: ...":3}}`,
 		Example: `  dlqdump quarantine ls /var/lib/app/dlq
   dlqdump quarantine ls s3://dead-letters/orders/ --json`,
 		Args: argsRange(1, 1, "LOCATION"),

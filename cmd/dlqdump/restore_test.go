@@ -223,11 +223,11 @@ func TestRestoreRefused(t *testing.T) {
 	if n := strings.Count(r.stdout, "\n"); n != 8 {
 		t.Errorf("%d quarantined failed orders, want 8; %s", n, r)
 	}
-	if !strings.Contains(r.stdout, `"quarantine":"destination refused it 1 times: POST `+tg.URL+`: 503 Service Unavailable: try again later (2 attempts)"`) {
+	if !strings.Contains(r.stdout, `"quarantine":"refused by the destination: POST `+tg.URL+`: 503 Service Unavailable: try again later (2 attempts)"`) {
 		t.Errorf("quarantine reason: %s", r)
 	}
 	r = cli(t, 0, "quarantine", "ls", dir)
-	if !strings.Contains(r.stdout, "12× destination refused it 1 times: POST "+tg.URL) || !strings.Contains(r.stdout, segD.reason) {
+	if !strings.Contains(r.stdout, "12× refused by the destination: POST "+tg.URL) || !strings.Contains(r.stdout, segD.reason) {
 		t.Errorf("quarantine ls: %s", r)
 	}
 	// Release everything and restore it into a target that takes it.
