@@ -1,5 +1,7 @@
 package segment
 
+import "encoding/binary"
+
 // Block is one decoded block: its description and its records. A Block owns
 // its buffers, so one goroutine can read the next block into another Block
 // while this one's records are being used. The zero value is ready for
@@ -7,9 +9,10 @@ package segment
 type Block struct {
 	info  BlockInfo
 	base  int64
-	start int    // first record to return (after a Seek into the block)
-	raw   []byte // the block's records, checked by the Reader
-	offs  []uint32
+	start int      // first record to return (after a Seek into the block)
+	raw   []byte   // the block's records, checked by the Reader
+	offs  []uint32 // where each record starts in raw
+	pay   []uint32 // where each record's payload starts in raw
 }
 
 // Info describes the block.
@@ -23,7 +26,7 @@ func (b *Block) Len() int { return len(b.offs) - b.start }
 // Payload point into the block and stay valid until the Block is reused.
 func (b *Block) Record(i int) Record {
 	j := b.start + i
-	p, _, _ := parseRecord(b.raw[b.offs[j]:]) // checked by the Reader
+	p, _ := recordAt(b.raw, int(b.offs[j]), b.pay[j])
 	return Record{
 		Seq:     b.info.FirstSeq + uint64(j),
 		Time:    b.base + p.delta,
@@ -43,17 +46,19 @@ func (b *Block) Next() Position {
 // *CorruptError for a damaged block, after which the next call goes on with
 // the next intact block. Do not mix it with Next on the same Reader.
 func (r *Reader) ReadBlock(b *Block) error {
-	// Let the reader decode into b's buffer, then hand it over.
+	// Let the reader decode into b's buffers, then hand them over.
 	r.raw, b.raw = b.raw[:0], r.raw
+	r.pay, b.pay = b.pay[:0], r.pay
 	err := r.loadBlock()
 	r.raw, b.raw = b.raw, r.raw
+	r.pay, b.pay = b.pay, r.pay
 	if err != nil {
 		b.offs, b.start = b.offs[:0], 0
 		r.dropBlock()
 		return err
 	}
-	// Index the records (4 bytes each, where decoded records would take
-	// 64) so that Record finds them in any order.
+	// Index where the records start (4 bytes each, where decoded records
+	// would take 64) so that Record finds them in any order.
 	b.info, b.base, b.start = r.cur, r.recBase, r.ri
 	b.raw = r.blk
 	if cap(b.offs) < r.nrec {
@@ -62,8 +67,8 @@ func (r *Reader) ReadBlock(b *Block) error {
 	b.offs = b.offs[:0]
 	for pos := 0; len(b.offs) < r.nrec; {
 		b.offs = append(b.offs, uint32(pos))
-		_, rest, _ := parseRecord(r.blk[pos:])
-		pos = len(r.blk) - len(rest)
+		bodyLen, n := binary.Uvarint(r.blk[pos:])
+		pos += n + int(bodyLen)
 	}
 	r.dropBlock()
 	return nil

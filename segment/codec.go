@@ -159,6 +159,35 @@ var zstdDecoders = sync.Pool{New: func() any {
 	return d
 }}
 
+// checkRawLen checks rawLen against the size the stored bytes of a block of
+// codec say they decode to, when they say it, so that no buffer is allocated
+// for a raw length the block cannot have.
+func checkRawLen(codec Codec, stored []byte, rawLen int) error {
+	switch codec {
+	case CodecNone:
+		if len(stored) != rawLen {
+			return fmt.Errorf("raw block of %d bytes, header says %d", len(stored), rawLen)
+		}
+	case CodecZstd:
+		var h zstd.Header
+		if err := h.Decode(stored); err != nil {
+			return fmt.Errorf("zstd: %w", err)
+		}
+		if h.HasFCS && h.FrameContentSize != uint64(rawLen) {
+			return fmt.Errorf("zstd block decodes to %d bytes, header says %d", h.FrameContentSize, rawLen)
+		}
+	case CodecS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil {
+			return fmt.Errorf("s2: %w", err)
+		}
+		if n != rawLen {
+			return fmt.Errorf("s2 block decodes to %d bytes, header says %d", n, rawLen)
+		}
+	}
+	return nil
+}
+
 // decode decompresses stored into dst, which must have a capacity of exactly
 // rawLen (checked against the caps by the caller). It returns the raw bytes.
 func decodeBlock(codec Codec, stored, dst []byte, rawLen int) ([]byte, error) {

@@ -244,7 +244,9 @@ func (b *BlockInfo) End() int64 { return b.Offset + BlockHeaderSize + int64(b.St
 
 // Footer summarises a sealed segment.
 type Footer struct {
-	// Blocks is the block index, in order.
+	// Blocks is the block index, in order. The index does not record
+	// codecs, so their Codec is zero; their StoredLen is what lies between
+	// one block's header and the next block.
 	Blocks []BlockInfo
 	// Records is the number of records in the segment.
 	Records uint64

@@ -52,10 +52,13 @@ type Reader struct {
 	done    bool
 
 	cur     BlockInfo
-	raw     []byte
-	recs    []parsedRecord
+	raw     []byte   // storage for the raw bytes of blocks
+	blk     []byte   // the current block's records, all checked by parseBlock
+	pay     []uint32 // where each record's payload starts in blk
+	nrec    int      // number of records in blk
+	ri      int      // index of the next record in blk
+	rpos    int      // offset of the next record in blk
 	recBase int64
-	ri      int
 
 	// read-ahead window over src
 	win    []byte
@@ -116,7 +119,7 @@ func (r *Reader) Block() BlockInfo { return r.cur }
 
 // Pos returns the position of the next record Next would return.
 func (r *Reader) Pos() Position {
-	if r.ri < len(r.recs) {
+	if r.ri < r.nrec {
 		return Position{Offset: r.cur.Offset, Seq: r.cur.FirstSeq + uint64(r.ri)}
 	}
 	return Position{Offset: r.next, Seq: max(r.seq, r.skipSeq)}
@@ -132,7 +135,8 @@ func (r *Reader) Seek(pos Position) error {
 		return fmt.Errorf("dlqdump: segment %s: seek to offset %d outside the blocks [%d, %d]", r.name, pos.Offset, HeaderSize, r.end)
 	}
 	r.next, r.seq, r.skipSeq = pos.Offset, 0, pos.Seq
-	r.recs, r.ri, r.done = r.recs[:0], 0, false
+	r.dropBlock()
+	r.done = false
 	r.nblock = 0
 	if r.footer != nil {
 		// Keep block indexes exact for errors.
@@ -151,37 +155,73 @@ func (r *Reader) Seek(pos Position) error {
 // next intact block. The record's Headers and Payload stay valid until Next
 // moves to another block.
 func (r *Reader) Next() (Record, error) {
-	for r.ri >= len(r.recs) {
+	for r.ri >= r.nrec {
 		if err := r.loadBlock(); err != nil {
 			return Record{}, err
 		}
 	}
-	p := &r.recs[r.ri]
-	rec := Record{
-		Seq:     r.cur.FirstSeq + uint64(r.ri),
+	p := r.nextRecord()
+	return Record{
+		Seq:     r.cur.FirstSeq + uint64(r.ri-1),
 		Time:    r.recBase + p.delta,
 		Headers: Headers{n: p.nh, b: p.hdr},
 		Payload: p.payload,
-	}
+	}, nil
+}
+
+// nextRecord decodes the next record of the current block.
+func (r *Reader) nextRecord() parsedRecord {
+	p, end := recordAt(r.blk, r.rpos, r.pay[r.ri])
+	r.rpos = end
 	r.ri++
-	return rec, nil
+	return p
+}
+
+// recordAt decodes the record that starts at offset start of a block's
+// records and whose payload starts at pay, as found by parseBlock, which
+// checked them all. It returns the offset where the record ends.
+func recordAt(b []byte, start int, pay uint32) (parsedRecord, int) {
+	bodyLen, i := uvarintAt(b, start)
+	end := i + int(bodyLen)
+	ux, i := uvarintAt(b, i)
+	d := int64(ux >> 1)
+	if ux&1 != 0 {
+		d = ^d
+	}
+	nh, i := uvarintAt(b, i)
+	return parsedRecord{delta: d, nh: int(nh), hdr: b[i:pay], payload: b[pay:end]}, end
+}
+
+// uvarintAt decodes the uvarint at b[i:], checked by parseRecord, and
+// returns it and the offset after it.
+func uvarintAt(b []byte, i int) (uint64, int) {
+	if c := b[i]; c < 0x80 {
+		return uint64(c), i + 1
+	}
+	v, n := binary.Uvarint(b[i:])
+	return v, i + n
+}
+
+// dropBlock forgets the current block's records.
+func (r *Reader) dropBlock() {
+	r.blk, r.nrec, r.ri, r.rpos = nil, 0, 0, 0
 }
 
 // NextBlock skips the rest of the current block and loads the next one,
 // returning its description. Its records are then returned by Next.
 func (r *Reader) NextBlock() (BlockInfo, error) {
-	r.ri = len(r.recs)
+	r.ri = r.nrec
 	if err := r.loadBlock(); err != nil {
 		return BlockInfo{}, err
 	}
 	return r.cur, nil
 }
 
-// loadBlock loads the next intact block into recs. It returns io.EOF at the
+// loadBlock loads the next intact block. It returns io.EOF at the
 // end, or a *CorruptError for a damaged block after which it has already moved
 // past the damage.
 func (r *Reader) loadBlock() error {
-	r.recs, r.ri = r.recs[:0], 0
+	r.dropBlock()
 	if r.done {
 		return io.EOF
 	}
@@ -205,7 +245,10 @@ func (r *Reader) loadBlock() error {
 	r.cur = info
 	// Drop records before the resume point.
 	if r.skipSeq > info.FirstSeq {
-		r.ri = int(min(uint64(len(r.recs)), r.skipSeq-info.FirstSeq))
+		skip := int(min(uint64(r.nrec), r.skipSeq-info.FirstSeq))
+		for r.ri < skip {
+			r.nextRecord()
+		}
 	}
 	return nil
 }
@@ -331,13 +374,19 @@ func (r *Reader) parseBlock(off int64) (BlockInfo, error) {
 		return info, r.corrupt(off, idx, fmt.Errorf("%w: first sequence number %d, expected at least %d", ErrCorrupt, info.FirstSeq, r.seq))
 	}
 	if r.footer != nil && idx < len(r.footer.Blocks) {
-		if want := r.footer.Blocks[idx]; want.Offset != off || want.FirstSeq != info.FirstSeq || want.Count != info.Count || want.RawLen != info.RawLen {
+		if want := r.footer.Blocks[idx]; want.Offset != off || want.FirstSeq != info.FirstSeq || want.Count != info.Count ||
+			want.RawLen != info.RawLen || want.StoredLen != info.StoredLen {
 			return info, r.corrupt(off, idx, fmt.Errorf("%w: block does not match the footer's index", ErrCorrupt))
 		}
 	}
 	stored, err := r.read(off+BlockHeaderSize, int(info.StoredLen)) // in the window
 	if err != nil {
 		return info, err
+	}
+	// Check the raw length against what the stored bytes say before
+	// allocating for it.
+	if err := checkRawLen(info.Codec, stored, int(info.RawLen)); err != nil {
+		return info, r.corrupt(off, idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
 	if cap(r.raw) < int(info.RawLen) {
 		r.raw = make([]byte, 0, info.RawLen)
@@ -346,25 +395,31 @@ func (r *Reader) parseBlock(off int64) (BlockInfo, error) {
 	if err != nil {
 		return info, r.corrupt(off, idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
-	r.recBase = base
+	// Check every record, keeping only where its payload starts: 4 bytes
+	// a record, where decoded records would take 64, so a block of tiny
+	// records cannot make the reader's memory many times the block's size.
+	// The count was checked against the raw length, which the records are.
+	if cap(r.pay) < int(info.Count) {
+		r.pay = make([]uint32, 0, info.Count)
+	}
+	r.pay = r.pay[:0]
 	b := raw
 	for i := range int(info.Count) {
 		p, rest, err := parseRecord(b)
 		if err != nil {
-			r.recs = r.recs[:0]
 			return info, r.corrupt(off, idx, fmt.Errorf("%w: record %d: %v", ErrCorrupt, info.FirstSeq+uint64(i), err))
 		}
 		if t := base + p.delta; t < info.MinTime || t > info.MaxTime {
-			r.recs = r.recs[:0]
 			return info, r.corrupt(off, idx, fmt.Errorf("%w: record %d: time outside the block's range", ErrCorrupt, info.FirstSeq+uint64(i)))
 		}
-		r.recs = append(r.recs, p)
+		r.pay = append(r.pay, uint32(len(raw)-len(rest)-len(p.payload)))
 		b = rest
 	}
 	if len(b) != 0 {
-		r.recs = r.recs[:0]
 		return info, r.corrupt(off, idx, fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(b)))
 	}
+	r.recBase = base
+	r.blk, r.nrec, r.ri, r.rpos = raw, int(info.Count), 0, 0
 	return info, nil
 }
 
@@ -432,6 +487,20 @@ func (r *Reader) readFooter() error {
 		}
 		prev, seq = b.Offset, seq+uint64(b.Count)
 		f.Blocks[i] = b
+	}
+	// Blocks follow each other up to the footer: their stored lengths are
+	// what lies between their headers.
+	for i := range f.Blocks {
+		b := &f.Blocks[i]
+		end := foff
+		if i+1 < len(f.Blocks) {
+			end = f.Blocks[i+1].Offset
+		}
+		stored := end - b.Offset - BlockHeaderSize
+		if stored < 1 || stored > int64(b.RawLen) {
+			return r.corrupt(foff, -1, fmt.Errorf("%w: footer index entry %d leaves %d bytes for a block of %d", ErrCorrupt, i, stored, b.RawLen))
+		}
+		b.StoredLen = uint32(stored)
 	}
 	if seq != f.Records {
 		return r.corrupt(foff, -1, fmt.Errorf("%w: footer counts %d records, its index %d", ErrCorrupt, f.Records, seq))

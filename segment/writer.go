@@ -15,7 +15,7 @@ type WriterOptions struct {
 	// codec's default (see NewCompressor).
 	Level int
 	// BlockSize is the raw size at which a block is cut. Default
-	// DefaultBlockSize.
+	// DefaultBlockSize; at most MaxBlockSize.
 	BlockSize int
 }
 
@@ -64,6 +64,9 @@ func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
 	if sw.opts.BlockSize <= 0 {
 		sw.opts.BlockSize = DefaultBlockSize
 	}
+	// Larger blocks would be refused by readers with the default cap (and
+	// their raw length would not fit the block header beyond 4 GiB).
+	sw.opts.BlockSize = min(sw.opts.BlockSize, MaxBlockSize)
 	var b [HeaderSize]byte
 	h.marshal(b[:])
 	if _, err := w.Write(b[:]); err != nil {
@@ -175,9 +178,17 @@ func (w *Writer) AddRecord(t int64, body []byte) error {
 			return err
 		}
 	}
+	saved := w.bb
 	w.bb.Add(t, body)
 	if w.bb.Len() >= w.opts.BlockSize {
-		return w.flushBlock()
+		if err := w.flushBlock(); err != nil {
+			// Take the record out again: the call failed, so the caller
+			// will add it again.
+			raw := w.bb.raw[:len(saved.raw)]
+			w.bb = saved
+			w.bb.raw = raw
+			return err
+		}
 	}
 	return nil
 }
