@@ -17,7 +17,7 @@ import (
 //	           dataVersion:u64 created:i64 id[16] reserved[12] crc:u32        (64 bytes)
 //	block    = blockMagic:u32 type:u8 codec:u8 flags:u16 count:u32 rawLen:u32
 //	           storedLen:u32 firstSeq:u64 baseTime:i64 minTime:i64 maxTime:i64
-//	           crc:u32                                                       (60 bytes)
+//	           reserved[4] crc:u32                                           (60 bytes)
 //	           stored[storedLen]
 //	footer   = blockMagic:u32 type:u8 reserved[3] blocks:u32 records:u64 rawBytes:u64
 //	           storedBytes:u64 minTime:i64 maxTime:i64 sealed:i64             (60 bytes)
@@ -26,7 +26,7 @@ import (
 //	trailer  = footerSize:u32 endMagic[8]                                     (12 bytes)
 //
 // The block CRC32C (Castagnoli) covers the stored bytes followed by the first 56
-// bytes of the block header, so a writer can compress and checksum a block before
+// bytes of the block header (reserved bytes are zero), so a writer can compress and checksum a block before
 // it knows the block's place in the segment. Stored bytes are one zstd frame, one
 // S2 block or the raw bytes, as the block's codec says. Raw bytes are records:
 //
