@@ -457,6 +457,44 @@ type segRun struct {
 	quar    *sideWriter // quarantined records
 	rest    *sideWriter // records the filters did not select
 	damaged []error
+
+	// Counted per record, added to the shared counters per block.
+	delivered, bytes uint64
+	reasons          reasonCounter
+}
+
+// flushCounts adds the block's counts to the Restorer's and the report's.
+func (g *segRun) flushCounts() {
+	g.r.restored.Add(g.delivered)
+	g.r.bytes.Add(g.bytes)
+	g.delivered, g.bytes = 0, 0
+	g.reasons.flush()
+}
+
+// reasonCounter counts records by HeaderReason into m without a map
+// operation per record: a run of records with the same reason is counted
+// first and added when the reason changes or the block ends.
+type reasonCounter struct {
+	m    map[string]uint64
+	last []byte
+	n    uint64
+}
+
+func (c *reasonCounter) count(rec *segment.Record) {
+	v, _ := rec.Headers.Lookup(HeaderReason)
+	if c.n > 0 && string(v) == string(c.last) {
+		c.n++
+		return
+	}
+	c.flush()
+	c.last, c.n = append(c.last[:0], v...), 1
+}
+
+func (c *reasonCounter) flush() {
+	if c.n > 0 {
+		c.m[string(c.last)] += c.n
+		c.n = 0
+	}
 }
 
 func (r *Restorer) restoreClaimed(s *session, opts *RunOptions, rep *Report) error {
@@ -483,6 +521,7 @@ func (r *Restorer) restoreClaimed(s *session, opts *RunOptions, rep *Report) err
 		return r.versionMismatch(s, sr, v, rep)
 	}
 	g := &segRun{r: r, s: s, opts: opts, rep: rep, name: name, hdr: hdr, cp: s.claim.Checkpoint()}
+	g.reasons.m = rep.ByReason
 	if g.cp.Position != (segment.Position{}) {
 		if err := sr.Seek(g.cp.Position); err != nil {
 			r.log.Warn("checkpoint outside the segment; restoring it from the start", slog.String("segment", name), slog.Any("error", err))
@@ -517,6 +556,7 @@ func (r *Restorer) restoreClaimed(s *session, opts *RunOptions, rep *Report) err
 
 // block delivers the records of one block, then checkpoints.
 func (g *segRun) block(b *segment.Block) error {
+	defer g.flushCounts()
 	for i := range b.Len() {
 		rec := b.Record(i)
 		if err := g.record(&rec); err != nil {
@@ -559,9 +599,9 @@ func (g *segRun) record(rec *segment.Record) error {
 		g.cp.Delivered++
 		g.rep.Delivered++
 		g.rep.Bytes += uint64(len(rec.Payload))
-		g.rep.countReason(rec)
-		r.restored.Add(1)
-		r.bytes.Add(uint64(len(rec.Payload)))
+		g.reasons.count(rec)
+		g.delivered++
+		g.bytes += uint64(len(rec.Payload))
 		r.mw.Restore(len(rec.Payload))
 		return nil
 	case errors.As(err, new(*refusedError)):
