@@ -352,7 +352,6 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	return r, nil
 }
 
-
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {
 	Config

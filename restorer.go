@@ -1196,4 +1196,3 @@ func (l *limiter) wait(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
-
