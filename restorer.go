@@ -458,6 +458,8 @@ type segRun struct {
 	rest    *sideWriter // records the filters did not select
 	damaged []error
 
+	filtered bool // opts.filtered(), once
+
 	// Counted per record, added to the shared counters per block.
 	delivered, bytes uint64
 	reasons          reasonCounter
@@ -522,6 +524,7 @@ func (r *Restorer) restoreClaimed(s *session, opts *RunOptions, rep *Report) err
 	}
 	g := &segRun{r: r, s: s, opts: opts, rep: rep, name: name, hdr: hdr, cp: s.claim.Checkpoint()}
 	g.reasons.m = rep.ByReason
+	g.filtered = opts.filtered()
 	if g.cp.Position != (segment.Position{}) {
 		if err := sr.Seek(g.cp.Position); err != nil {
 			r.log.Warn("checkpoint outside the segment; restoring it from the start", slog.String("segment", name), slog.Any("error", err))
@@ -577,7 +580,7 @@ func (g *segRun) block(b *segment.Block) error {
 // record delivers, quarantines or sets aside one record.
 func (g *segRun) record(rec *segment.Record) error {
 	r := g.r
-	if !g.opts.selects(rec) {
+	if g.filtered && !g.opts.selects(rec) {
 		g.rep.Skipped++
 		return g.side(&g.rest, AreaReady, rec, nil)
 	}
@@ -1030,9 +1033,11 @@ type session struct {
 	lastWrite time.Time
 	ended     bool // released, completed or quarantined
 
-	base  time.Time
-	valid atomic.Int64 // the lease is trusted until base+valid (monotonic)
-	lost  atomic.Bool
+	base    time.Time
+	valid   atomic.Int64 // the lease is trusted until base+valid (monotonic)
+	lost    atomic.Bool
+	expired atomic.Bool // set by trust when base+valid passes
+	trust   *time.Timer
 
 	stopBeat chan struct{}
 	beatDone chan struct{}
@@ -1049,6 +1054,7 @@ func (r *Restorer) newSession(ctx context.Context, claim Claim) *session {
 	s.lastWrite = s.base
 	// The claim was taken just before base.
 	s.valid.Store(int64(r.c.Lease - leaseMargin(r.c.Lease)))
+	s.trust = time.AfterFunc(time.Duration(s.valid.Load()), func() { s.expired.Store(true) })
 	go s.heartbeat()
 	return s
 }
@@ -1081,12 +1087,17 @@ func (s *session) renewLocked() error {
 	start := time.Now()
 	err := s.claim.Renew(s.ctx, s.cp)
 	if err == nil {
-		s.valid.Store(int64(start.Sub(s.base) + s.r.c.Lease - leaseMargin(s.r.c.Lease)))
+		valid := start.Sub(s.base) + s.r.c.Lease - leaseMargin(s.r.c.Lease)
+		s.valid.Store(int64(valid))
+		s.trust.Stop()
+		s.expired.Store(false)
+		s.trust.Reset(valid - time.Since(s.base))
 		s.lastWrite = start
 		return nil
 	}
 	if errors.Is(err, ErrLeaseLost) {
 		s.lost.Store(true)
+		s.expired.Store(true)
 		s.valid.Store(0)
 		s.cancel()
 		s.r.log.Warn("lost the claim on a segment; stopping it", slog.String("segment", s.claim.Name()))
@@ -1095,9 +1106,11 @@ func (s *session) renewLocked() error {
 }
 
 // hold returns nil while the lease can be trusted, renewing it first if it
-// is about to run out; delivery calls it before every enqueue.
+// ran out; delivery calls it before every enqueue. A timer raises expired
+// when the trusted time is over, so the common case reads one atomic; the
+// clock is read again on the slow path.
 func (s *session) hold() error {
-	if time.Since(s.base) < time.Duration(s.valid.Load()) {
+	if !s.expired.Load() || time.Since(s.base) < time.Duration(s.valid.Load()) {
 		return nil
 	}
 	if s.lost.Load() {
@@ -1150,6 +1163,9 @@ func (s *session) quarantine(reason string) error {
 func (s *session) close() {
 	close(s.stopBeat)
 	<-s.beatDone
+	s.mu.Lock()
+	s.trust.Stop()
+	s.mu.Unlock()
 	s.cancel()
 }
 

@@ -40,9 +40,7 @@ func (d Fallthrough) Decode(p []byte) (any, error) {
 	if d.AsString {
 		return string(p), nil
 	}
-	b := make([]byte, len(p))
-	copy(b, p)
-	return b, nil
+	return append(make([]byte, 0, len(p)), p...), nil // no zeroing before the copy
 }
 
 // unmarshaler is the gogo/protobuf style of unmarshalling.

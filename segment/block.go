@@ -60,7 +60,9 @@ func (r *Reader) ReadBlock(b *Block) error {
 	// Index where the records start (4 bytes each, where decoded records
 	// would take 64) so that Record finds them in any order.
 	b.info, b.base, b.start = r.cur, r.recBase, r.ri
-	b.raw = r.blk
+	// r.blk is the start of the buffer b now owns; keep its whole capacity
+	// so the next, slightly larger, block fits without a new allocation.
+	b.raw = b.raw[:len(r.blk)]
 	if cap(b.offs) < r.nrec {
 		b.offs = make([]uint32, 0, r.nrec) // the records are there: checked
 	}

@@ -188,8 +188,13 @@ func checkRawLen(codec Codec, stored []byte, rawLen int) error {
 	return nil
 }
 
-// decode decompresses stored into dst, which must have a capacity of exactly
-// rawLen (checked against the caps by the caller). It returns the raw bytes.
+// decodeSlack is the room left after a block's raw bytes in its decode
+// buffer (zstd's compressedBlockOverAlloc is 16).
+const decodeSlack = 64
+
+// decodeBlock decompresses stored into dst, whose capacity bounds the output
+// (rawLen plus decodeSlack, checked against the caps by the caller), and
+// checks that exactly rawLen bytes came out. It returns the raw bytes.
 func decodeBlock(codec Codec, stored, dst []byte, rawLen int) ([]byte, error) {
 	switch codec {
 	case CodecNone:

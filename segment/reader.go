@@ -388,10 +388,14 @@ func (r *Reader) parseBlock(off int64) (BlockInfo, error) {
 	if err := checkRawLen(info.Codec, stored, int(info.RawLen)); err != nil {
 		return info, r.corrupt(off, idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
-	if cap(r.raw) < int(info.RawLen) {
-		r.raw = make([]byte, 0, info.RawLen)
+	// The slack lets zstd use its fast copies, which may write up to 16
+	// bytes past a block; the output is still checked to be RawLen long.
+	need := int(info.RawLen) + decodeSlack
+	if cap(r.raw) < need {
+		// Headroom: blocks of one segment differ by a record or so.
+		r.raw = make([]byte, 0, need+min(need/8, r.maxBlock-need+decodeSlack))
 	}
-	raw, err := decodeBlock(info.Codec, stored, r.raw[:0:info.RawLen], int(info.RawLen))
+	raw, err := decodeBlock(info.Codec, stored, r.raw[:0:need], int(info.RawLen))
 	if err != nil {
 		return info, r.corrupt(off, idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
