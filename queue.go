@@ -42,7 +42,8 @@ type Queue struct {
 	syncing  bool     // Durable: a cut for waiting callers is in flight
 	space    chan struct{}
 	waiting  int      // callers waiting in backpressure
-	free     []*block // finished blocks kept for reuse
+	free     []*block // finished blocks kept for reuse (their encoded buffers)
+	rawFree  [][]byte // raw buffers of compressed blocks, for new blocks
 	maxFree  int
 
 	pending  atomic.Int64 // bytes accepted, not yet written
@@ -71,8 +72,10 @@ var _ queue.Interface = (*Queue)(nil)
 // block is a batch of records on its way to a segment.
 type block struct {
 	seq        uint64
-	bb         segment.BlockBuilder
+	bb         segment.BlockBuilder // emptied once compressed: its buffer is reused
 	eb         segment.EncodedBlock
+	count      int   // records, set when cut
+	first      int64 // time of the first record, set when cut
 	bytes      int64  // pending bytes it accounts for
 	seal       string // flush reason: seal the segment after this block
 	compressed bool
@@ -123,7 +126,9 @@ func NewQueue(config *Config) (*Queue, error) {
 			return nil, fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
 		}
 	}
-	q.maxFree = int(int64(c.MaxPending)/int64(c.blockSize)) + 2*c.Compressors + 2
+	// Enough to cycle blocks through the compressors without allocating;
+	// more would only hold memory beyond MaxPending after a burst.
+	q.maxFree = 2*c.Compressors + 4
 	q.cur = q.newBlockLocked()
 	for range c.Compressors {
 		comp, err := segment.NewCompressor(c.codec, c.CompressionLevel)
@@ -137,19 +142,26 @@ func NewQueue(config *Config) (*Queue, error) {
 	return q, nil
 }
 
-// newBlockLocked returns an empty block, reusing a finished one if any.
+// newBlockLocked returns an empty block, reusing finished ones' buffers.
 func (q *Queue) newBlockLocked() *block {
+	var b *block
 	if n := len(q.free); n > 0 {
-		b := q.free[n-1]
+		b = q.free[n-1]
 		q.free[n-1] = nil
 		q.free = q.free[:n-1]
-		raw, enc := b.bb.Raw(), b.eb
-		*b = block{eb: enc}
-		b.bb.Reset(raw)
-		return b
+		*b = block{eb: b.eb}
+	} else {
+		b = &block{}
 	}
-	b := &block{}
-	b.bb.Reset(make([]byte, 0, q.c.blockSize+q.c.blockSize/8))
+	var raw []byte
+	if n := len(q.rawFree); n > 0 {
+		raw = q.rawFree[n-1]
+		q.rawFree[n-1] = nil
+		q.rawFree = q.rawFree[:n-1]
+	} else {
+		raw = make([]byte, 0, q.c.blockSize+q.c.blockSize/8)
+	}
+	b.bb.Reset(raw)
 	return b
 }
 
@@ -312,6 +324,7 @@ func (q *Queue) waitDurable(b *block, done chan struct{}) error {
 func (q *Queue) cutLocked(reason string) *block {
 	b := q.cur
 	b.seq = q.cutSeq
+	b.count, b.first = b.bb.Count(), b.bb.FirstTime()
 	q.cutSeq++
 	b.seal = reason
 	if reason != "" && b.done == nil {
@@ -357,6 +370,12 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 			}
 			q.mu.Lock()
 			b.compressed = true
+			// The raw bytes are not needed any more: only the compressed
+			// ones wait for the writer, so memory follows MaxPending.
+			if raw := b.bb.Raw(); len(q.rawFree) < q.maxFree && cap(raw) <= 2*q.c.blockSize {
+				q.rawFree = append(q.rawFree, raw)
+			}
+			b.bb.Reset(nil)
 			q.mu.Unlock()
 			select {
 			case q.ready <- struct{}{}:
@@ -457,7 +476,7 @@ func (q *Queue) process() error {
 // handle writes block b into the open segment, opening and sealing segments
 // as needed. It can be called again for the same block after a failure.
 func (q *Queue) handle(b *block) error {
-	if b.bb.Count() > 0 && !b.written {
+	if b.count > 0 && !b.written {
 		if q.seg != nil && q.seg.w.SealedSize(b.eb.Len()) > int64(q.c.Capacity) {
 			if err := q.seal(FlushSize); err != nil {
 				return err
@@ -497,8 +516,8 @@ func (q *Queue) handle(b *block) error {
 // oldestUnsealedLocked returns the time of the oldest record not yet written.
 func (q *Queue) oldestUnsealedLocked() int64 {
 	for _, b := range q.inflight[1:] {
-		if b.bb.Count() > 0 {
-			return b.bb.FirstTime()
+		if b.count > 0 {
+			return b.first
 		}
 	}
 	if q.cur.bb.Count() > 0 {
@@ -616,7 +635,7 @@ func (q *Queue) finish(b *block) {
 		return // waiters read b.err; leave it to the garbage collector
 	}
 	q.mu.Lock()
-	if len(q.free) < q.maxFree && cap(b.bb.Raw()) <= 2*q.c.blockSize {
+	if len(q.free) < q.maxFree && b.eb.Cap() <= 2*q.c.blockSize {
 		q.free = append(q.free, b)
 	}
 	q.mu.Unlock()
@@ -720,7 +739,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 	gone := fmt.Errorf("%w: the queue was shut down before the record was written", ErrClosed)
 	for _, ib := range append(q.inflight, q.unsynced...) {
 		if !ib.written {
-			lost += ib.bb.Count()
+			lost += ib.count
 		}
 		if ib.done != nil && ib.err == nil {
 			ib.err = gone

@@ -22,6 +22,9 @@ type EncodedBlock struct {
 // Len returns the size the block takes in a segment, header included.
 func (e *EncodedBlock) Len() int { return len(e.buf) }
 
+// Cap returns the capacity of the block's buffer, which Encode reuses.
+func (e *EncodedBlock) Cap() int { return cap(e.buf) }
+
 // Count returns the number of records in the block.
 func (e *EncodedBlock) Count() int { return int(e.info.Count) }
 
@@ -75,8 +78,10 @@ func (c *Compressor) Codec() Codec { return c.codec }
 func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	raw := b.raw
 	buf := dst.buf[:0]
-	if cap(buf) < BlockHeaderSize+len(raw)+len(raw)/16+64 {
-		buf = make([]byte, 0, BlockHeaderSize+len(raw)+len(raw)/16+64)
+	// Dead letters usually compress 3-6x; a block that does not grows the
+	// buffer once, and Encode reuses it afterwards.
+	if want := BlockHeaderSize + len(raw)/2 + 64; cap(buf) < want {
+		buf = make([]byte, 0, want)
 	}
 	buf = buf[:BlockHeaderSize]
 	codec := c.codec
