@@ -8,7 +8,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
-	"github.com/dlqdump/dlqdump/internal/gen"
+	"github.com/dlqdump/dlqdump/gen"
 )
 
 // discardWriter is a sink that keeps nothing, to measure the Queue alone.

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/internal/gen"
+	"github.com/dlqdump/dlqdump/gen"
 )
 
 type options struct {

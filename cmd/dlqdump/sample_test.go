@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
-	"github.com/dlqdump/dlqdump/internal/gen"
+	"github.com/dlqdump/dlqdump/gen"
 )
 
 // TestWriteReadmeSample writes the dump that README.md's examples were run

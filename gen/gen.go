@@ -1,4 +1,5 @@
-// Package gen generates realistic dead letters for tests and benchmarks:
+// Package gen generates realistic dead letters for tests and benchmarks
+// (this module's and the bench module's):
 // JSON events with random ids, timestamps, names, amounts, nested objects and
 // free text, deterministic for a seed. Compression figures measured on them
 // are close to those of production dead letters, unlike padded or repeated
