@@ -74,8 +74,8 @@ type block struct {
 	seq        uint64
 	bb         segment.BlockBuilder // emptied once compressed: its buffer is reused
 	eb         segment.EncodedBlock
-	count      int   // records, set when cut
-	first      int64 // time of the first record, set when cut
+	count      int    // records, set when cut
+	first      int64  // time of the first record, set when cut
 	bytes      int64  // pending bytes it accounts for
 	seal       string // flush reason: seal the segment after this block
 	compressed bool
