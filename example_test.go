@@ -1,6 +1,7 @@
 package dlqdump_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -10,6 +11,7 @@ import (
 	"github.com/koykov/queue"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 )
 
@@ -70,4 +72,41 @@ func ExampleParseMemorySize() {
 	s, _ := dlqdump.ParseMemorySize("64MiB")
 	fmt.Println(s, uint64(s), s == 64*dlqdump.Megabyte)
 	// Output: 64MiB 67108864 true
+}
+
+// printQueue prints what it is given.
+type printQueue struct{}
+
+func (printQueue) Enqueue(x any) error { fmt.Printf("restored %s\n", x); return nil }
+
+// Restore a dump into a destination queue: every ready segment is claimed,
+// its records are decoded and enqueued, and the segment is deleted once all of
+// them were accepted.
+func ExampleRestorer() {
+	dir, _ := os.MkdirTemp("", "dlq")
+	defer os.RemoveAll(dir)
+	dump, _ := dlqdump.NewQueue(&dlqdump.Config{Capacity: dlqdump.Megabyte, Writer: &fs.Writer{Directory: dir}})
+	for _, order := range []string{"order-1", "order-2"} {
+		_ = dump.Enqueue(dlqdump.Envelope{Item: order, Headers: dlqdump.Headers{dlqdump.HeaderReason: "leak"}})
+	}
+	_ = dump.Close()
+
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{
+		Reader:  &fs.Reader{Directory: dir},
+		Decoder: decoder.Fallthrough{AsString: true},
+		Queue:   printQueue{}, // usually the queue the items leaked from
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("delivered:", rep.Delivered, "by reason:", rep.ByReason, "segments done:", rep.Segments)
+	// Output:
+	// restored order-1
+	// restored order-2
+	// delivered: 2 by reason: map[leak:2] segments done: 1
 }

@@ -1,0 +1,26 @@
+// Package segment is dlqdump's on-disk format, version 1: the one codec used
+// by every sink (fs, s3), the Restorer and the dlqdump command.
+//
+// A segment is a 64-byte header (magic, format version, codec, the user's data
+// Version, creation time, a 128-bit ID, CRC32C), blocks of records, and, once
+// sealed, a footer that indexes the blocks (offsets, sequence numbers, record
+// counts, time ranges, totals) followed by a trailer. Each block is one zstd
+// frame (or S2 block, or raw bytes, as its header says) of length-prefixed
+// records, with a CRC32C over its header and stored bytes. A record is the
+// time it entered the dump, its headers and its payload. See format.go for
+// the exact layout.
+//
+// Writing: a Writer takes records (Add, AddRecord, Copy) and cuts them into
+// blocks, or takes blocks compressed elsewhere (WriteBlock, as the dumper's
+// compressors do), and Close seals the segment with its footer.
+//
+// Reading: a Reader reads through an io.ReaderAt, one block at a time, so its
+// memory is bounded by a block and never by the segment; every checksum is
+// verified and every length is checked against caps and the bytes that remain
+// before anything is allocated, and zstd's memory and window are limited. On
+// damage it returns a *CorruptError naming the segment and the offset, then
+// goes on with the next intact block, so the records of every intact block
+// are still read. A segment without a valid footer (its writer died) is
+// unsealed but readable block by block; Scan finds its intact prefix and Seal
+// completes it.
+package segment
