@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 // Every measurement runs in a child process (this binary re-executed with
@@ -17,21 +19,21 @@ import (
 
 // spec is what a child measures.
 type spec struct {
-	Mode      string        `json:"mode"`   // dump, restore, latency, zstd, scale-items, scale-segments
-	System    string        `json:"system"` // see the sys* constants
-	DataSet   string        `json:"dataset"`
-	N         int           `json:"n"`                // items (dump: at most; restore: exactly)
-	Window    time.Duration `json:"window,omitempty"` // dump: stop taking items after this long (0: no bound)
-	Producers int           `json:"producers"`
-	Dir       string        `json:"dir"`
-	Capacity  int64         `json:"capacity"`
-	Rate      float64       `json:"rate,omitempty"` // latency: the system's sustained items/s
-	Fracs     []float64     `json:"fracs,omitempty"`
-	LatDur    time.Duration `json:"lat_dur,omitempty"`
-	S3        *s3Env        `json:"s3,omitempty"`
-	Prefix    string        `json:"prefix,omitempty"`
-	Segments  int           `json:"segments,omitempty"` // scale-segments: segments in the directory
-	Repeat    int           `json:"repeat,omitempty"`
+	Mode      string         `json:"mode"`   // dump, restore, latency, zstd, scale-items, scale-segments
+	System    string         `json:"system"` // see the sys* constants
+	DataSet   string         `json:"dataset"`
+	N         int            `json:"n"`                // items (dump: at most; restore: exactly)
+	Window    time.Duration  `json:"window,omitempty"` // dump: stop taking items after this long (0: no bound)
+	Producers int            `json:"producers"`
+	Dir       string         `json:"dir"`
+	Capacity  int64          `json:"capacity"`
+	Rate      float64        `json:"rate,omitempty"` // latency: the system's sustained items/s
+	Fracs     []float64      `json:"fracs,omitempty"`
+	LatDur    time.Duration  `json:"lat_dur,omitempty"`
+	S3        *s3test.Server `json:"s3,omitempty"`
+	Prefix    string         `json:"prefix,omitempty"`
+	Segments  int            `json:"segments,omitempty"` // scale-segments: segments in the directory
+	Repeat    int            `json:"repeat,omitempty"`
 }
 
 // result is what a child reports.

@@ -20,6 +20,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 type options struct {
@@ -77,7 +79,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "directory for the data (default: a new temporary directory, removed after)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the raw results as JSON to this file")
 	flag.StringVar(&o.render, "render", "", "measure nothing: print (and with -out write) the report of the raw results in this JSON file (from -json)")
-	flag.StringVar(&o.script, "versitygw", "../scripts/versitygw.sh", "script starting a local versitygw when DLQDUMP_S3_* are not set")
+	flag.StringVar(&o.script, "versitygw", "", "script installing versitygw when DLQDUMP_S3_* are not set and it is missing (default: scripts/versitygw.sh above the module)")
 	flag.Parse()
 	if child != "" {
 		runChild(child)
@@ -219,7 +221,7 @@ func run(o *options) error {
 		DurProducers: o.durProducers,
 	}
 	fsOn := o.sink != "s3"
-	var s3e *s3Env
+	var s3e *s3test.Server
 	if o.sink != "fs" {
 		var stop func()
 		var err error
@@ -421,28 +423,21 @@ func repeatFor(n int, smoke bool) int {
 	return 1
 }
 
-// s3Setup finds the S3 server: DLQDUMP_S3_* from the environment, or a
-// versitygw started with the script when it is installed (or when -sink s3
-// asks for S3 explicitly: the script then installs it).
-func s3Setup(o *options) (*s3Env, func(), string, error) {
-	if e := s3EnvFromVars(); e != nil {
-		return e, nil, fmt.Sprintf("S3-compatible server at %s from DLQDUMP_S3_ENDPOINT, bucket %s", e.Endpoint, e.Bucket), nil
-	}
-	if _, err := os.Stat(o.script); err != nil {
-		if o.sink == "s3" {
-			return nil, nil, "", fmt.Errorf("-sink s3: DLQDUMP_S3_ENDPOINT is not set and %s is missing (-versitygw)", o.script)
-		}
-		return nil, nil, fmt.Sprintf("DLQDUMP_S3_ENDPOINT not set and %s not found", o.script), nil
-	}
-	if o.sink == "all" && !versitygwInstalled() {
+// s3Setup finds the S3 server with s3test.Versity: DLQDUMP_S3_* from the
+// environment, or a versitygw started here when it is installed (or when
+// -sink s3 asks for S3 explicitly: it is then installed first).
+func s3Setup(o *options) (*s3test.Server, func(), string, error) {
+	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-bench", Install: o.sink == "s3", Script: o.script})
+	switch {
+	case errors.Is(err, s3test.ErrNoVersity):
 		return nil, nil, "DLQDUMP_S3_ENDPOINT not set and versitygw not installed (run scripts/versitygw.sh install, or -sink s3)", nil
-	}
-	logf("starting versitygw with %s", o.script)
-	e, stop, err := startVersitygw(o.script)
-	if err != nil {
+	case err != nil:
 		return nil, nil, "", err
+	case srv.Dir == "":
+		return srv, stop, fmt.Sprintf("S3-compatible server at %s from DLQDUMP_S3_ENDPOINT, bucket %s", srv.Endpoint, srv.Bucket), nil
 	}
-	return e, stop, fmt.Sprintf("local versitygw (posix backend, same disk) started by %s", filepath.Base(o.script)), nil
+	logf("started versitygw at %s, data in %s", srv.Endpoint, srv.Dir)
+	return srv, stop, "local versitygw (posix backend, same disk) started by the benchmark", nil
 }
 
 func configNotes(o *options) []string {

@@ -70,7 +70,7 @@ func dlqQueue(s *spec, ds *dataSet, dir, prefix string) (*dlqdump.Queue, func() 
 	}
 	var after func() error
 	if s.System == sysDLQS3 {
-		w := &s3.Writer{Client: s.S3.client(), Bucket: s.S3.Bucket, Prefix: prefix}
+		w := &s3.Writer{Client: s.S3.Client(), Bucket: s.S3.Bucket, Prefix: prefix}
 		cfg.Writer = w
 		after = func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -179,7 +179,7 @@ func childRestore(s *spec, ds *dataSet) (*result, error) {
 		var rd dlqdump.Reader = &dfs.Reader{Directory: s.Dir}
 		var cpEvery time.Duration
 		if s.System == sysDLQS3 {
-			rd = &s3.Reader{Client: s.S3.client(), Bucket: s.S3.Bucket, Prefix: s.Prefix}
+			rd = &s3.Reader{Client: s.S3.Client(), Bucket: s.S3.Bucket, Prefix: s.Prefix}
 			cpEvery = time.Second // a checkpoint is a PUT; see Config.CheckpointInterval
 		}
 		var delivered atomic.Int64

@@ -74,9 +74,9 @@ func TestServerConditionalWrites(t *testing.T) {
 		got, _ := e.get(t, "cond")
 		switch {
 		case isPrecondition(err) && string(got) == "v2":
-			t.Logf("%s: CompleteMultipartUpload honours If-None-Match", e.srv.name)
-		case err == nil && string(got) == "multipart" && e.srv.name == "gofakes3":
-			t.Logf("%s: CompleteMultipartUpload ignores If-None-Match (a retried multipart upload may overwrite its own object there)", e.srv.name)
+			t.Logf("%s: CompleteMultipartUpload honours If-None-Match", e.srv.Name)
+		case err == nil && string(got) == "multipart" && e.srv.Name == "gofakes3":
+			t.Logf("%s: CompleteMultipartUpload ignores If-None-Match (a retried multipart upload may overwrite its own object there)", e.srv.Name)
 		default:
 			t.Fatalf("CompleteMultipartUpload with If-None-Match onto an existing key = %v, object %q", err, got)
 		}
@@ -166,7 +166,7 @@ func TestClaimObject(t *testing.T) {
 func TestClaimsUnderFaults(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		ctx := testCtx(t, 3*time.Minute)
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		// The client's own retries are off so that faults reach our code.
 		client := e.clientFor(p.URL(), func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
 		retry := s3.Retry{MaxAttempts: 30, BaseDelay: 2 * time.Millisecond, MaxDelay: 20 * time.Millisecond, AttemptTimeout: 400 * time.Millisecond}

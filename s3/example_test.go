@@ -62,7 +62,7 @@ func Example() {
 // adds it to its Rate, so a dashboard or the source queue sees an outage.
 // Close the Writer after the Queue: it waits for the uploads.
 func ExampleWriter_Backlog() {
-	w := &s3.Writer{Client: fakeClient(), Bucket: fakeServer.bucket, Prefix: "example/"}
+	w := &s3.Writer{Client: fakeServer.Client(), Bucket: fakeServer.Bucket, Prefix: "example/"}
 	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 4 * dlqdump.Megabyte, MaxPending: 64 * dlqdump.Megabyte})
 	if err != nil {
 		log.Fatal(err)

@@ -28,7 +28,7 @@ func record(rng *rand.Rand, i int) string {
 // is stored twice under two names.
 func TestQueueFaults(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		p.setFaults(0.25, 800*time.Millisecond)
 		// The client's own retries are off so that every fault reaches the
 		// Writer's retry and idempotency logic.
@@ -79,7 +79,7 @@ func TestQueueFaults(t *testing.T) {
 // exactly once.
 func TestQueueOutage(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		w := &s3.Writer{Client: e.clientFor(p.URL()), Bucket: e.bucket, Prefix: e.prefix,
 			Retry:      s3.Retry{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond, AttemptTimeout: time.Second},
 			SpoolLimit: 32 * dlqdump.Kilobyte, SpoolWait: 50 * time.Millisecond}

@@ -45,7 +45,7 @@ func TestReaderReadAhead(t *testing.T) {
 		payloads, want := randomPayloads(11, 500, 8<<10)
 		name, data := buildSegment(t, time.Now(), segment.CodecNone, payloads...)
 		e.put(t, name, data)
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		const latency = 80 * time.Millisecond
 		p.setLatency(latency)
 		const chunk = 256 << 10
@@ -105,7 +105,7 @@ func TestReaderFaults(t *testing.T) {
 			e.put(t, name, data)
 			want = append(want, w...)
 		}
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		p.setFaults(0.25, 600*time.Millisecond)
 		client := e.clientFor(p.URL(), func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
 		// Chunks of 8 KiB make the segment reader's 256 KiB reads go
@@ -260,7 +260,7 @@ func TestList100k(t *testing.T) {
 	}
 	forEachServer(t, func(t *testing.T, e *env) {
 		n, pageSize := 100_000, 0
-		if e.srv.fake == nil {
+		if e.srv.Fake == nil {
 			n = 10_000
 		}
 		base := time.Date(2026, 5, 6, 0, 0, 0, 0, time.UTC)
@@ -271,22 +271,22 @@ func TestList100k(t *testing.T) {
 		}
 		start := time.Now()
 		switch {
-		case e.srv.fake != nil:
+		case e.srv.Fake != nil:
 			// A bucket of its own: gofakes3 scans a whole bucket to list a
 			// prefix, which would slow the other tests down.
 			e.bucket = "dlqdump-test-100k"
-			if err := e.srv.fake.CreateBucket(e.bucket); err != nil {
+			if err := e.srv.Fake.CreateBucket(e.bucket); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = e.srv.fake.ForceDeleteBucket(e.bucket) })
+			t.Cleanup(func() { _ = e.srv.Fake.ForceDeleteBucket(e.bucket) })
 			for _, nm := range names {
-				if _, err := e.srv.fake.PutObject(e.bucket, e.prefix+nm, map[string]string{}, strings.NewReader("x"), 1, nil); err != nil {
+				if _, err := e.srv.Fake.PutObject(e.bucket, e.prefix+nm, map[string]string{}, strings.NewReader("x"), 1, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
-		case e.srv.dir != "":
+		case e.srv.Dir != "":
 			// versitygw's posix backend serves the files of its directory.
-			dir := filepath.Join(e.srv.dir, e.bucket, filepath.FromSlash(e.prefix))
+			dir := filepath.Join(e.srv.Dir, e.bucket, filepath.FromSlash(e.prefix))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}

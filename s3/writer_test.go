@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -110,12 +110,13 @@ func mustWrite(t *testing.T, w io.Writer, p []byte) {
 
 func TestWriterConfig(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	for _, w := range []*s3.Writer{{Bucket: "b"}, {Client: newClient("http://127.0.0.1:1", "a", "b")}} {
+	nowhere := (&s3test.Server{Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "b"}).Client()
+	for _, w := range []*s3.Writer{{Bucket: "b"}, {Client: nowhere}} {
 		if _, err := w.Create(ctx, "x.dlq"); !errors.Is(err, dlqdump.ErrConfig) {
 			t.Fatalf("Create with %+v = %v, want ErrConfig", w, err)
 		}
 	}
-	w := &s3.Writer{Client: newClient("http://127.0.0.1:1", "a", "b"), Bucket: "b"}
+	w := &s3.Writer{Client: nowhere, Bucket: "b"}
 	for _, bad := range []string{"", "a/b.dlq", ".hidden.dlq", "x.txt", `a\b.dlq`} {
 		if _, err := w.Create(ctx, bad); !errors.Is(err, s3.ErrName) {
 			t.Fatalf("Create(%q) = %v, want ErrName", bad, err)
@@ -187,7 +188,7 @@ func TestWriterNeverOverwrites(t *testing.T) {
 // whole, through the read-ahead path and through large direct reads.
 func TestWriterMultipart(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		client := e.clientFor(p.URL())
 		ctx := testCtx(t, 2*time.Minute)
 		rng := rand.New(rand.NewPCG(7, 8))
@@ -251,7 +252,7 @@ func TestWriterMultipart(t *testing.T) {
 // lost, and the spool drains when S3 is back.
 func TestWriterSpoolFull(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		ctx := testCtx(t, time.Minute)
 		w := &s3.Writer{Client: e.clientFor(p.URL()), Bucket: e.bucket, Prefix: e.prefix,
 			Retry:      s3.Retry{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, AttemptTimeout: time.Second},
@@ -308,7 +309,7 @@ func TestWriterSpoolFull(t *testing.T) {
 // crash, survive the process: the next Writer's Recover uploads them.
 func TestWriterSpoolDirSurvivesRestart(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		p := newProxy(t, e.srv.endpoint)
+		p := newProxy(t, e.srv.Endpoint)
 		ctx := testCtx(t, time.Minute)
 		dir := t.TempDir()
 		retry := s3.Retry{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, AttemptTimeout: time.Second}
@@ -424,7 +425,7 @@ func TestQueueDurableSpoolDir(t *testing.T) {
 
 // Without SpoolDir a Durable Queue cannot sync: Enqueue reports it.
 func TestQueueDurableNeedsSpoolDir(t *testing.T) {
-	w := &s3.Writer{Client: fakeClient(), Bucket: fakeServer.bucket, Prefix: "t/durable-needs-spooldir/", Retry: fastRetry}
+	w := &s3.Writer{Client: fakeServer.Client(), Bucket: fakeServer.Bucket, Prefix: "t/durable-needs-spooldir/", Retry: fastRetry}
 	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Kilobyte, Durable: true, EnqueueTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -439,9 +440,3 @@ func TestQueueDurableNeedsSpoolDir(t *testing.T) {
 	_ = q.Shutdown(ctx)
 	_ = w.Close(ctx)
 }
-
-func fakeClient() *awss3.Client {
-	return newClient(fakeServer.endpoint, fakeServer.access, fakeServer.secret)
-}
-
-var _ = aws.String

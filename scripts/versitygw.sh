@@ -15,8 +15,9 @@
 # ${TMPDIR:-/tmp}/dlqdump-versitygw.state). The credentials are random and
 # only good for this throwaway local server.
 #
-# Without these variables, `go test ./s3/` starts versitygw itself when the
-# binary is on PATH or in GOBIN/GOPATH/bin, and installs it first under CI.
+# Without these variables, the tests (./s3/, ./cmd/dlqdump/), bench/ and
+# cmd/dlqdump-reliability start versitygw themselves through s3/s3test when
+# the binary is on PATH or in GOBIN/GOPATH/bin, and install it first under CI.
 set -euo pipefail
 
 VERSION=v1.8.0

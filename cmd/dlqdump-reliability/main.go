@@ -7,9 +7,10 @@
 // Every section counts what a user cares about: acknowledged records lost,
 // duplicates against the documented bound, panics, records recovered. The
 // command exits non-zero when a guarantee is broken. It must run from the
-// repository (fuzzing runs `go test -fuzz` on its packages); the S3 sections
-// need a local S3 server: they use the DLQDUMP_S3_* variables printed by
-// scripts/versitygw.sh, and are reported as not run without them.
+// repository (fuzzing runs `go test -fuzz` on its packages). The S3 sections
+// use the server named by the DLQDUMP_S3_* variables (scripts/versitygw.sh
+// prints them), or start versitygw themselves (installing it under CI), and
+// are reported as not run, outside CI only, when there is none.
 package main
 
 import (

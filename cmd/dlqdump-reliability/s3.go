@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -16,12 +17,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	dlqs3 "github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -29,12 +30,20 @@ import (
 // SlowDown, connection resets, requests that outlast the client) and goes
 // down completely for a while, then restores through the same proxy: no
 // record may be lost, no segment stored twice.
+//
+// The server is the one named by DLQDUMP_S3_* or, without them, a versitygw
+// started here (installed first under CI), as the tests do.
 func s3Faults(o *options) []result {
-	endpoint, bucket := os.Getenv("DLQDUMP_S3_ENDPOINT"), os.Getenv("DLQDUMP_S3_BUCKET")
-	if endpoint == "" || bucket == "" {
-		return []result{{section: "s3 faults", figures: "not run: DLQDUMP_S3_ENDPOINT and DLQDUMP_S3_BUCKET unset (eval \"$(scripts/versitygw.sh start)\" first)", bound: "run", ok: os.Getenv("CI") == ""}}
+	s3srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-reliability"})
+	if errors.Is(err, s3test.ErrNoVersity) {
+		return []result{{section: "s3 faults", figures: "not run: " + err.Error(), bound: "run", ok: os.Getenv("CI") == ""}}
 	}
-	target, err := url.Parse(endpoint)
+	if err != nil {
+		return []result{{section: "s3 faults", figures: err.Error()}}
+	}
+	defer stop()
+	bucket := s3srv.Bucket
+	target, err := url.Parse(s3srv.Endpoint)
 	if err != nil {
 		return []result{{section: "s3 faults", figures: err.Error()}}
 	}
@@ -45,7 +54,7 @@ func s3Faults(o *options) []result {
 	p := &faultProxy{rp: httputil.NewSingleHostReverseProxy(target), rng: rand.New(rand.NewPCG(41, 42)), share: share}
 	srv := httptest.NewServer(p)
 	defer srv.Close()
-	faulty, direct := s3Client(srv.URL), s3Client(endpoint)
+	faulty, direct := s3Client(s3srv, srv.URL), s3Client(s3srv, s3srv.Endpoint)
 	prefix := fmt.Sprintf("reliability-%d/", time.Now().UnixNano())
 
 	// Dump with faults and an outage in the middle.
@@ -191,13 +200,12 @@ func human(n int64) string {
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
 
-func s3Client(endpoint string) *awss3.Client {
-	return awss3.New(awss3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(os.Getenv("DLQDUMP_S3_ACCESS_KEY"), os.Getenv("DLQDUMP_S3_SECRET_KEY"), ""),
-		HTTPClient:   &http.Client{Timeout: 2 * time.Second},
+// s3Client returns a client for srv through endpoint (srv's own or the
+// faulty proxy's) whose requests time out after 2 seconds.
+func s3Client(srv *s3test.Server, endpoint string) *awss3.Client {
+	return srv.Client(func(o *awss3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.HTTPClient = &http.Client{Timeout: 2 * time.Second}
 	})
 }
 

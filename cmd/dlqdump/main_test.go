@@ -8,12 +8,11 @@ package main
 // them).
 //
 // S3 locations are tested against two servers: an in-process gofakes3,
-// always, and a real versitygw. versitygw is used from DLQDUMP_S3_ENDPOINT
-// (with DLQDUMP_S3_ACCESS_KEY, DLQDUMP_S3_SECRET_KEY, DLQDUMP_S3_BUCKET) when
-// set, e.g. by `eval "$(scripts/versitygw.sh start)"`; otherwise TestMain
-// starts one with scripts/versitygw.sh (installing it if needed) and stops
-// it at the end. If that fails, the versitygw tests fail under CI and are
-// skipped, with the reason, elsewhere.
+// always, and a real versitygw, found or started by s3test.Versity: from
+// DLQDUMP_S3_ENDPOINT and the other DLQDUMP_S3_* variables when set (e.g. by
+// `eval "$(scripts/versitygw.sh start)"`), else a versitygw binary on PATH,
+// in GOBIN or in GOPATH/bin started for the run, else, under CI, installed
+// first. Otherwise the versitygw tests are skipped, with the reason.
 
 import (
 	"bytes"
@@ -21,17 +20,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -39,20 +35,16 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 var (
 	binary string // the built dlqdump
 
-	fakeS3    *s3Server
-	versityS3 *s3Server
-	prefixSeq atomic.Int64
+	fakeS3    *s3test.Server
+	s3Targets []s3Target
 )
 
-// s3Server is an S3 server the tests run the binary against.
-type s3Server struct {
-	name     string
-	endpoint string
-	access   string
-	secret   string
-	bucket   string
-	skip     string // why it cannot be used here
-	fail     string // why it failed (CI)
+// s3Target is a server the tests run the binary against, or why they
+// cannot.
+type s3Target struct {
+	name string
+	srv  *s3test.Server
+	err  error // wraps s3test.ErrNoVersity: skip; otherwise fail
 }
 
 func TestMain(m *testing.M) {
@@ -77,92 +69,36 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 
-		backend := s3mem.New()
-		faker := gofakes3.New(backend, gofakes3.WithTimeSkewLimit(0))
-		ts := httptest.NewServer(faker.Server())
-		defer ts.Close()
-		fakeS3 = &s3Server{name: "gofakes3", endpoint: ts.URL, access: "fake", secret: "fake", bucket: "dlqdump-cli"}
-		if err := backend.CreateBucket(fakeS3.bucket); err != nil {
-			fmt.Fprintln(os.Stderr, "gofakes3:", err)
+		opts := &s3test.Options{Bucket: "dlqdump-cli"}
+		fake, stopFake, err := s3test.NewFake(opts)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		stop := setupVersity(dir)
-		defer stop()
+		defer stopFake()
+		fakeS3 = fake
+		vgw, stop, err := s3test.Versity(opts)
+		if err == nil {
+			defer stop()
+		}
+		s3Targets = []s3Target{{"gofakes3", fake, nil}, {"versitygw", vgw, err}}
 		return m.Run()
 	}())
 }
 
-// setupVersity finds or starts versitygw and returns how to stop it.
-func setupVersity(tmp string) func() {
-	versityS3 = &s3Server{name: "versitygw"}
-	if ep := os.Getenv("DLQDUMP_S3_ENDPOINT"); ep != "" {
-		versityS3.endpoint = ep
-		versityS3.access = os.Getenv("DLQDUMP_S3_ACCESS_KEY")
-		versityS3.secret = os.Getenv("DLQDUMP_S3_SECRET_KEY")
-		versityS3.bucket = os.Getenv("DLQDUMP_S3_BUCKET")
-		if versityS3.bucket == "" {
-			versityS3.fail = "DLQDUMP_S3_ENDPOINT is set but DLQDUMP_S3_BUCKET is not"
-		}
-		return func() {}
-	}
-	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "versitygw.sh"))
-	state := filepath.Join(tmp, "versitygw.state")
-	env := append(os.Environ(), "DLQDUMP_VGW_STATE="+state, "DLQDUMP_S3_BUCKET=dlqdump-cli")
-	cmd := exec.Command("bash", script, "start")
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		msg := fmt.Sprintf("%s start: %v", script, err)
-		if os.Getenv("CI") != "" {
-			versityS3.fail = msg
-		} else {
-			versityS3.skip = msg + `; run eval "$(scripts/versitygw.sh start)" first`
-		}
-		return func() {}
-	}
-	for _, line := range strings.Split(out.String(), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "DLQDUMP_S3_ENDPOINT":
-			versityS3.endpoint = v
-		case "DLQDUMP_S3_ACCESS_KEY":
-			versityS3.access = v
-		case "DLQDUMP_S3_SECRET_KEY":
-			versityS3.secret = v
-		case "DLQDUMP_S3_BUCKET":
-			versityS3.bucket = v
-		}
-	}
-	if versityS3.endpoint == "" {
-		versityS3.fail = fmt.Sprintf("%s start printed no endpoint: %q", script, out.String())
-	}
-	return func() {
-		stop := exec.Command("bash", script, "stop")
-		stop.Env = env
-		stop.Stdout, stop.Stderr = os.Stderr, os.Stderr
-		_ = stop.Run()
-	}
-}
-
 // forEachS3 runs f against gofakes3 and versitygw, each test with its own
 // prefix.
-func forEachS3(t *testing.T, f func(t *testing.T, srv *s3Server, loc string)) {
+func forEachS3(t *testing.T, f func(t *testing.T, srv *s3test.Server, loc string)) {
 	t.Helper()
-	for _, srv := range []*s3Server{fakeS3, versityS3} {
-		t.Run(srv.name, func(t *testing.T) {
-			if srv.fail != "" {
-				t.Fatal(srv.fail)
+	for _, tg := range s3Targets {
+		t.Run(tg.name, func(t *testing.T) {
+			if errors.Is(tg.err, s3test.ErrNoVersity) {
+				t.Skip(tg.err)
 			}
-			if srv.skip != "" {
-				t.Skip(srv.skip)
+			if tg.err != nil {
+				t.Fatal(tg.err)
 			}
-			name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
-			loc := fmt.Sprintf("s3://%s/dlqdump-cli/%s-%d-%d/", srv.bucket, name, time.Now().UnixNano()%1e6, prefixSeq.Add(1))
-			f(t, srv, loc)
+			f(t, tg.srv, "s3://"+tg.srv.Bucket+"/dlqdump-cli/"+s3test.UniquePrefix(t.Name()))
 		})
 	}
 }
@@ -186,18 +122,14 @@ func cli(t *testing.T, wantCode int, args ...string) result {
 }
 
 // cliS3 runs the binary with the AWS environment of srv.
-func cliS3(t *testing.T, srv *s3Server, wantCode int, args ...string) result {
+func cliS3(t *testing.T, srv *s3test.Server, wantCode int, args ...string) result {
 	t.Helper()
-	return cliEnv(t, srv.env(), wantCode, args...)
-}
-
-func (srv *s3Server) env() []string {
-	return []string{
-		"AWS_ACCESS_KEY_ID=" + srv.access,
-		"AWS_SECRET_ACCESS_KEY=" + srv.secret,
+	return cliEnv(t, []string{
+		"AWS_ACCESS_KEY_ID=" + srv.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
 		"AWS_REGION=us-east-1",
-		"AWS_ENDPOINT_URL=" + srv.endpoint,
-	}
+		"AWS_ENDPOINT_URL=" + srv.Endpoint,
+	}, wantCode, args...)
 }
 
 // cliEnv runs the binary with extra environment variables; wantCode < 0

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 // TestS3 runs the commands on S3 locations, as a user would with the AWS
 // environment variables set: copy a dump up, inspect it, restore from it,
 // move it back.
 func TestS3(t *testing.T) {
-	forEachS3(t, func(t *testing.T, srv *s3Server, loc string) {
+	forEachS3(t, func(t *testing.T, srv *s3test.Server, loc string) {
 		src := makeSample(t)
 		orig := snapshot(t, src)
 		r := cliS3(t, srv, 0, "cp", src, loc)
@@ -92,11 +93,11 @@ func TestS3(t *testing.T) {
 // TestS3Flags checks that the flags override the environment.
 func TestS3Flags(t *testing.T) {
 	srv := fakeS3
-	loc := "s3://" + srv.bucket + "/flags/"
-	env := []string{"AWS_ACCESS_KEY_ID=" + srv.access, "AWS_SECRET_ACCESS_KEY=" + srv.secret}
+	loc := "s3://" + srv.Bucket + "/flags/"
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}
 	// No endpoint: AWS itself would be asked; the endpoint flag points at
 	// the fake, path-style by default.
-	r := cliEnv(t, env, 0, "ls", loc, "--s3-endpoint", srv.endpoint, "--s3-region", "eu-west-1")
+	r := cliEnv(t, env, 0, "ls", loc, "--s3-endpoint", srv.Endpoint, "--s3-region", "eu-west-1")
 	if r.stdout != "" {
 		t.Errorf("ls of an empty prefix: %s", r)
 	}

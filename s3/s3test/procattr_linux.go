@@ -1,12 +1,12 @@
-package s3_test
+package s3test
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// dieWithParent makes the started server exit when the test binary dies,
-// even by a timeout's panic or a kill.
+// dieWithParent makes a started server exit when this process dies, even by
+// a test timeout's panic or a kill.
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
