@@ -115,16 +115,8 @@ func NewQueue(config *Config) (*Queue, error) {
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.backlog, _ = c.Writer.(Backlogger)
-	if rc, ok := c.Writer.(Recoverer); ok {
-		names, err := rc.Recover(context.Background())
-		for _, name := range names {
-			q.log.Info("recovered a segment left open by a crash", slog.String("segment", name))
-			q.mw.Flush(FlushRecover, 0, 0, 0)
-		}
-		if err != nil {
-			q.mw.Fail("recover")
-			return nil, fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
-		}
+	if err := recoverSink(c.Writer, q.log, q.mw); err != nil {
+		return nil, err
 	}
 	// Enough to cycle blocks through the compressors without allocating;
 	// more would only hold memory beyond MaxPending after a burst.
@@ -140,6 +132,25 @@ func NewQueue(config *Config) (*Queue, error) {
 	}
 	go q.writeLoop()
 	return q, nil
+}
+
+// recoverSink seals and publishes the segments a crash left open in sink,
+// when it can (Recoverer), logging and counting each.
+func recoverSink(sink any, log *slog.Logger, mw MetricsWriter) error {
+	rc, ok := sink.(Recoverer)
+	if !ok {
+		return nil
+	}
+	names, err := rc.Recover(context.Background())
+	for _, name := range names {
+		log.Info("recovered a segment left open by a crash", slog.String("segment", name))
+		mw.Flush(FlushRecover, 0, 0, 0)
+	}
+	if err != nil {
+		mw.Fail("recover")
+		return fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
+	}
+	return nil
 }
 
 // newBlockLocked returns an empty block, reusing finished ones' buffers.

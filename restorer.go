@@ -166,14 +166,8 @@ func NewRestorer(config *Config) (*Restorer, error) {
 	if c.RateLimit > 0 {
 		r.lim = newLimiter(c.RateLimit)
 	}
-	if rc, ok := c.Reader.(Recoverer); ok {
-		names, err := rc.Recover(context.Background())
-		for _, n := range names {
-			r.log.Info("recovered a segment left open by a crash", slog.String("segment", n))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
-		}
+	if err := recoverSink(c.Reader, r.log, r.mw); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
