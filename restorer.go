@@ -448,6 +448,7 @@ type segRun struct {
 	name    string
 	hdr     segment.Header
 	cp      Checkpoint
+	sr      *segment.Reader
 	quar    *sideWriter // quarantined records
 	rest    *sideWriter // records the filters did not select
 	damaged []error
@@ -525,11 +526,12 @@ func (r *Restorer) restoreClaimed(s *session, opts *RunOptions, rep *Report) err
 			g.cp = Checkpoint{}
 		}
 	}
+	g.sr = sr
 	blocks, stop := prefetch(sr)
 	defer stop()
 	for br := range blocks {
 		if br.err != nil {
-			if errors.Is(br.err, io.EOF) {
+			if br.err == io.EOF { // the bare sentinel: the reader reached the end
 				break
 			}
 			var ce *segment.CorruptError
@@ -798,8 +800,13 @@ func (g *segRun) abort(err error) error {
 }
 
 // finish completes the segment: publishes side segments, then deletes or
-// archives it, or quarantines it when blocks were damaged.
+// archives it, or quarantines it when blocks were damaged. It refuses when
+// the reader did not get to the end of the segment: a segment is never
+// removed before every record in it was handled.
 func (g *segRun) finish() error {
+	if !g.sr.AtEnd() {
+		return g.abort(fmt.Errorf("dlqdump: segment %s: reading stopped at offset %d before the end; not completing it", g.name, g.sr.Pos().Offset))
+	}
 	for _, w := range []**sideWriter{&g.quar, &g.rest} {
 		if *w != nil {
 			if err := (*w).commit(g.s.ctx); err != nil {
@@ -881,7 +888,7 @@ func (r *Restorer) dryRun(ctx context.Context, name string, opts *RunOptions, re
 	var b segment.Block
 	for {
 		err := sr.ReadBlock(&b)
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF {
 			return nil
 		}
 		if err != nil {

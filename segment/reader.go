@@ -530,14 +530,29 @@ func (r *Reader) read(off int64, n int) ([]byte, error) {
 	got, err := r.src.ReadAt(r.win, off)
 	if got < n {
 		r.win, r.winOff = r.win[:0], 0
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("dlqdump: segment %s: read %d bytes at offset %d: %w", r.name, n, off, err)
+		return nil, r.ioError(off, n, err)
 	}
 	r.win, r.winOff = r.win[:got], off
 	return r.win[:n], nil
 }
+
+// ioError reports a failed read of the source. Whatever it wraps, it never
+// matches io.EOF: a network client may report a dropped connection as an
+// error wrapping io.EOF, and a caller must not take that for the end of the
+// segment, which this package reports only as the bare io.EOF.
+func (r *Reader) ioError(off int64, n int, err error) error {
+	switch {
+	case err == nil || err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	case errors.Is(err, io.EOF):
+		err = fmt.Errorf("%w (%v)", io.ErrUnexpectedEOF, err)
+	}
+	return fmt.Errorf("dlqdump: segment %s: read %d bytes at offset %d: %w", r.name, n, off, err)
+}
+
+// AtEnd reports whether reading reached the end of the segment's blocks:
+// Next or ReadBlock returned io.EOF there, not earlier.
+func (r *Reader) AtEnd() bool { return r.done && r.next >= r.end }
 
 func (r *Reader) corrupt(off int64, block int, err error) error {
 	return &CorruptError{Segment: r.name, Offset: off, Block: block, Err: err}
