@@ -30,6 +30,7 @@ type options struct {
 	out      string
 	short    bool
 	only     string
+	verbose  bool
 }
 
 // result is one line of the report.
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the report as Markdown to this file (e.g. docs/RELIABILITY.md)")
 	flag.BoolVar(&o.short, "short", false, "the CI version: fewer rounds, 5s of fuzzing per target")
 	flag.StringVar(&o.only, "only", "", "run only the sections whose name contains this")
+	flag.BoolVar(&o.verbose, "v", false, "log the library's warnings to stderr")
 	flag.Parse()
 	if o.short {
 		o.rounds = min(o.rounds, 8)

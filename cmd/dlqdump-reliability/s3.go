@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -155,6 +156,7 @@ func s3Faults(o *options) []result {
 	restorer, err := dlqdump.NewRestorer(&dlqdump.Config{
 		Reader: &dlqs3.Reader{Client: faulty, Bucket: bucket, Prefix: prefix}, Decoder: decoder.Fallthrough{AsString: true},
 		Queue: dst, Lease: 5 * time.Second, CheckpointInterval: 200 * time.Millisecond,
+		Logger: o.logger(),
 	})
 	if err != nil {
 		return append(rs, result{section: "s3 faults, restore", figures: err.Error()})
@@ -208,6 +210,13 @@ func s3Faults(o *options) []result {
 		note:    "a delivery is repeated only when a checkpoint write failed before the segment was finished",
 	})
 	return rs
+}
+
+func (o *options) logger() *slog.Logger {
+	if !o.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func human(n int64) string {
