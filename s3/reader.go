@@ -221,7 +221,7 @@ func (s *store) listKeys(ctx context.Context, prefix string, pageSize int) iter.
 			var out *awss3.ListObjectsV2Output
 			err := s.call(ctx, "ListObjectsV2", prefix, 0, true, func(ctx context.Context) error {
 				var err error
-				out, err = s.client.ListObjectsV2(ctx, in)
+				out, err = s.client.ListObjectsV2(ctx, in, oneAttempt)
 				return err
 			})
 			if err != nil {
@@ -323,7 +323,7 @@ func (s *store) head(ctx context.Context, key string) (*awss3.HeadObjectOutput, 
 	var out *awss3.HeadObjectOutput
 	err := s.call(ctx, "HeadObject", key, 0, true, func(ctx context.Context) error {
 		var err error
-		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
 		return err
 	})
 	return out, err
@@ -442,7 +442,7 @@ func (s *store) move(ctx context.Context, name string, from, to dlqdump.Area, re
 			MetadataDirective: types.MetadataDirectiveReplace,
 			ContentType:       aws.String("application/octet-stream"),
 			Metadata:          meta,
-		})
+		}, oneAttempt)
 		return err
 	}); err != nil {
 		return err
@@ -460,7 +460,7 @@ func copySource(bucket, key string) string {
 
 func (s *store) deleteKey(ctx context.Context, key string) error {
 	return s.call(ctx, "DeleteObject", key, 0, true, func(ctx context.Context) error {
-		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
 		if notFound(err) {
 			return nil
 		}
@@ -498,7 +498,7 @@ func (s *store) getClaim(ctx context.Context, name string) (*claimDoc, string, [
 		raw  []byte
 	)
 	err := s.call(ctx, "GetObject", key, 0, true, func(ctx context.Context) error {
-		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,9 @@ func (e *OpError) Unwrap() error { return e.Err }
 // times out, or the connection fails (refused, reset, cut short). Other
 // failures (403, 404, 412, ...) are returned at once. Waits grow
 // exponentially from BaseDelay to MaxDelay with full jitter (a random wait
-// between zero and the bound). This is on top of the client's own retryer.
+// between zero and the bound). Each attempt is one HTTP request: the
+// client's own retryer is limited to one attempt per call, so this policy
+// alone decides how often and how soon a call is repeated.
 type Retry struct {
 	// MaxAttempts bounds the attempts of a call made on behalf of a caller
 	// (Reader methods, reads of an open segment, claims). The Writer's
@@ -272,6 +274,11 @@ func (s *store) call(ctx context.Context, op, key string, payload int64, bounded
 		}
 	}
 }
+
+// oneAttempt limits the client's retryer to one attempt per call: store.call
+// does the retrying, with Retry's waits (the SDK's own back off by up to
+// seconds per attempt and would multiply the attempts).
+func oneAttempt(o *awss3.Options) { o.RetryMaxAttempts = 1 }
 
 var retryables = retry.IsErrorRetryables(retry.DefaultRetryables)
 

@@ -153,8 +153,10 @@ func s3Faults(o *options) []result {
 		mu.Unlock()
 		return nil
 	})
+	rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer rcancel()
 	restorer, err := dlqdump.NewRestorer(&dlqdump.Config{
-		Reader: &dlqs3.Reader{Client: faulty, Bucket: bucket, Prefix: prefix}, Decoder: decoder.Fallthrough{AsString: true},
+		Reader: &dlqs3.Reader{Client: faulty, Bucket: bucket, Prefix: prefix, Logger: o.debugLogger()}, Decoder: decoder.Fallthrough{AsString: true},
 		Queue: dst, Lease: 5 * time.Second, CheckpointInterval: 200 * time.Millisecond,
 		Logger: o.logger(),
 	})
@@ -165,11 +167,19 @@ func s3Faults(o *options) []result {
 	restoreStart := time.Now()
 	var passes int
 	for passes = 1; passes <= 50; passes++ {
-		_ = restorer.Restore(ctx) // errors are faults; the next pass retries
+		passStart := time.Now()
+		err := restorer.Restore(rctx) // errors are faults; the next pass retries
+		if o.verbose {
+			fmt.Fprintf(os.Stderr, "   restore pass %d: %s, %d delivered so far, error: %v\n", passes, time.Since(passStart).Round(time.Millisecond), restorer.Stats().Restored, err)
+		}
+		if rctx.Err() != nil {
+			break
+		}
 		left := 0
-		for _, err := range rd.List(ctx, dlqdump.AreaReady) {
-			if err == nil {
-				left++
+		for _, err := range rd.List(rctx, dlqdump.AreaReady) {
+			left++ // a failed listing counts as not done
+			if err != nil {
+				break
 			}
 		}
 		if left == 0 {
@@ -180,7 +190,7 @@ func s3Faults(o *options) []result {
 	// Whatever was not delivered must be accounted for: in quarantine, with
 	// a reason.
 	quarantined, reasons := 0, map[string]int{}
-	for si, err := range rd.List(ctx, dlqdump.AreaQuarantine) {
+	for si, err := range rd.List(rctx, dlqdump.AreaQuarantine) {
 		if err != nil {
 			break
 		}
@@ -217,6 +227,14 @@ func (o *options) logger() *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// debugLogger is logger at debug level: retried S3 calls too.
+func (o *options) debugLogger() *slog.Logger {
+	if !o.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func human(n int64) string {
@@ -275,7 +293,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The request reaches the server after the client gave up.
 		p.faults.Add(1)
 		time.Sleep(2500 * time.Millisecond)
-		p.rp.ServeHTTP(w, r)
+		p.rp.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
 	default:
 		p.rp.ServeHTTP(w, r)
 	}
