@@ -4,8 +4,10 @@
 // Writer is a dlqdump.Writer for the dumper Queue; Reader is a dlqdump.Reader
 // for the Restorer. Both take an *s3.Client from
 // github.com/aws/aws-sdk-go-v2/service/s3 that the caller builds, so the
-// credential chain, region, endpoint, HTTP client and retryer are the
-// caller's. For AWS the default config is enough:
+// credential chain, region, endpoint and HTTP client are the caller's.
+// Retries are not: every call is made with the client's retryer limited to
+// one attempt, and Writer.Retry / Reader.Retry decide what is repeated and
+// how soon (so attempts are not multiplied by two retry layers). For AWS the default config is enough:
 //
 //	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("eu-west-1"))
 //	client := awss3.NewFromConfig(cfg)

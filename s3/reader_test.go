@@ -341,3 +341,28 @@ func TestList100k(t *testing.T) {
 		t.Logf("listed %d segments in %s", n, time.Since(start).Round(time.Millisecond))
 	})
 }
+
+// Retry is the one retry policy: a call that keeps failing is attempted
+// exactly MaxAttempts times, whatever the client's own retryer would do
+// (the default SDK retryer makes 3 attempts per call and would turn 3 into 9).
+func TestRetryIsTheOnePolicy(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		name, data := buildSegment(t, time.Now(), segment.CodecNone, []byte("x"))
+		e.put(t, name, data)
+		p := newProxy(t, e.srv.Endpoint)
+		p.setFaults(1, 0, fault500)
+		const attempts = 3
+		r := &s3.Reader{Client: e.clientFor(p.URL(), func(o *awss3.Options) { o.RetryMaxAttempts = 5 }), Bucket: e.bucket, Prefix: e.prefix,
+			Retry: s3.Retry{MaxAttempts: attempts, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
+		_, err := r.Open(testCtx(t, time.Minute), dlqdump.AreaReady, name)
+		if err == nil {
+			t.Fatal("Open through a proxy failing every request succeeded")
+		}
+		if !strings.Contains(err.Error(), "gave up after 3 attempts") {
+			t.Errorf("error %q does not say it gave up after %d attempts", err, attempts)
+		}
+		if got := p.injectedCount()[fault500]; got != attempts {
+			t.Fatalf("%d requests reached the proxy for one call with MaxAttempts %d, want exactly %d", got, attempts, attempts)
+		}
+	})
+}
