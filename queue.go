@@ -433,7 +433,7 @@ func (q *Queue) writeLoop() {
 }
 
 // backoff returns the wait before retrying a failed write: exponential from
-// 50ms to 5s with full jitter.
+// 50ms to 5s, jittered between half and all of it.
 func (q *Queue) backoff() time.Duration {
 	q.failures++
 	d := 50 * time.Millisecond << min(q.failures-1, 7)

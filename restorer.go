@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -698,8 +698,7 @@ func (g *segRun) deliver(item any) error {
 		g.rep.Retried++
 		r.retried.Add(1)
 		r.mw.Retry()
-		d := min(r.c.RetryBase<<min(attempt-1, 30), r.c.RetryMax)
-		if err := sleep(s.ctx, time.Duration(rand.Int64N(int64(d)+1))); err != nil {
+		if err := backoff.Sleep(s.ctx, backoff.FullJitter(r.c.RetryBase, r.c.RetryMax, attempt)); err != nil {
 			return err
 		}
 	}
@@ -711,7 +710,7 @@ func (r *Restorer) waitRoom(s *session) error {
 		return nil
 	}
 	for r.c.rater.Rate() > r.c.AllowRate {
-		if err := sleep(s.ctx, r.c.PostponeInterval); err != nil {
+		if err := backoff.Sleep(s.ctx, r.c.PostponeInterval); err != nil {
 			return err
 		}
 	}
@@ -1170,21 +1169,6 @@ func (s *session) close() {
 	s.cancel()
 }
 
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // limiter paces events to a rate, sleeping only when more than a millisecond
 // ahead so that it stays accurate at high rates.
 type limiter struct {
@@ -1209,7 +1193,7 @@ func (l *limiter) wait(ctx context.Context) error {
 	l.n++
 	l.mu.Unlock()
 	if d := due.Sub(now); d > time.Millisecond {
-		return sleep(ctx, d)
+		return backoff.Sleep(ctx, d)
 	}
 	return ctx.Err()
 }

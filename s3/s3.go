@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -128,27 +128,11 @@ func (r Retry) withDefaults() Retry {
 
 // backoff returns the wait after the attempt-th failure: full jitter.
 func (r Retry) backoff(attempt int) time.Duration {
-	d := r.BaseDelay << min(attempt-1, 30)
-	if d <= 0 || d > r.MaxDelay {
-		d = r.MaxDelay
-	}
-	return time.Duration(rand.Int64N(int64(d) + 1))
+	return backoff.FullJitter(r.BaseDelay, r.MaxDelay, attempt)
 }
 
 func (r Retry) timeout(payload int64) time.Duration {
 	return r.AttemptTimeout + time.Duration(payload>>20)*time.Second
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // store is what Writer and Reader share: the client, where and how to call it.
@@ -269,7 +253,7 @@ func (s *store) call(ctx context.Context, op, key string, payload int64, bounded
 		d := s.retry.backoff(attempt)
 		s.log.Debug("S3 call failed; retrying", slog.String("op", op), slog.String("bucket", s.bucket), slog.String("key", key),
 			slog.Int("attempt", attempt), slog.Duration("wait", d), slog.Any("error", err))
-		if serr := sleep(ctx, d); serr != nil {
+		if serr := backoff.Sleep(ctx, d); serr != nil {
 			return s.opErr(op, key, fmt.Errorf("%w (last error: %w)", serr, err))
 		}
 	}

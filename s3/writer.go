@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -504,7 +505,7 @@ func (st *spool) upload(it *item) (uploaded bool, err error) {
 		d := st.retry.backoff(attempt)
 		st.log.Warn("uploading a segment failed; it stays in the spool and is retried", slog.String("segment", it.name),
 			slog.Int("attempt", attempt), slog.Duration("wait", d), slog.Int64("backlog", st.backlog.Load()), slog.Any("error", err))
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return false, err
 		}
 	}

@@ -178,13 +178,7 @@ func (a *app) cat(l *location, infos []dlqdump.SegmentInfo, flt *filter, format 
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	switch {
-	case len(failed) > 0:
-		return fmt.Errorf("%s could not be read", plural(len(failed), "segment"))
-	case damaged > 0:
-		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; the records of damaged blocks were not printed; run dlqdump verify", plural(damaged, "segment"))}
-	}
-	return nil
+	return readOutcome(len(failed), damaged, "the records of damaged blocks were not printed; ")
 }
 
 // isWriteErr reports whether err is a failed write to stdout.

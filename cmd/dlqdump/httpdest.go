@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlqdump/dlqdump/internal/backoff"
 )
 
 // maxRetryAfter caps how long a Retry-After answer makes a record wait.
@@ -72,15 +73,11 @@ func (d *httpDest) Enqueue(x any) error {
 			return fmt.Errorf("POST %s: %v (%s)", d.url, err, plural(attempt, "attempt"))
 		}
 		d.retries.Add(1)
-		bound := d.base << min(attempt-1, 30)
-		if bound <= 0 || bound > d.max {
-			bound = d.max
-		}
-		wait := time.Duration(rand.Int64N(int64(bound) + 1)) // full jitter
+		wait := backoff.FullJitter(d.base, d.max, attempt)
 		if after > wait {
 			wait = min(after, maxRetryAfter)
 		}
-		if err := sleepCtx(d.ctx, wait); err != nil {
+		if err := backoff.Sleep(d.ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -162,19 +159,4 @@ func headerValue(v string) string {
 		}
 	}
 	return v
-}
-
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

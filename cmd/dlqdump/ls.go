@@ -168,13 +168,7 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 			return err
 		}
 	}
-	switch {
-	case failed > 0:
-		return fmt.Errorf("%s could not be read", plural(failed, "segment"))
-	case damaged > 0:
-		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; run dlqdump verify", plural(damaged, "segment"))}
-	}
-	return nil
+	return readOutcome(failed, damaged, "")
 }
 
 // dropEmptyLastColumn removes the last column when only its title has

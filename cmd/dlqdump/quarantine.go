@@ -132,13 +132,7 @@ func (a *app) quarantineLs(l *location, infos []dlqdump.SegmentInfo, asJSON bool
 			return err
 		}
 	}
-	switch {
-	case failed > 0:
-		return fmt.Errorf("%s could not be read", plural(failed, "segment"))
-	case damaged > 0:
-		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; run dlqdump verify", plural(damaged, "segment"))}
-	}
-	return nil
+	return readOutcome(failed, damaged, "")
 }
 
 // timeOf returns the time t (Unix nanoseconds), zero when there are no

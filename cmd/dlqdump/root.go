@@ -58,6 +58,19 @@ func (e *exitErr) Error() string { return e.err.Error() }
 // Unwrap returns the underlying error.
 func (e *exitErr) Unwrap() error { return e.err }
 
+// readOutcome is how a command that read segments ends: an error when some
+// could not be read, exit status exitDamage when some were damaged (note
+// says what that meant for the output), else nil.
+func readOutcome(failed, damaged int, note string) error {
+	switch {
+	case failed > 0:
+		return fmt.Errorf("%s could not be read", plural(failed, "segment"))
+	case damaged > 0:
+		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; %srun dlqdump verify", plural(damaged, "segment"), note)}
+	}
+	return nil
+}
+
 // usageErrorf returns a usage error (exit status 2).
 func usageErrorf(format string, args ...any) error {
 	return &exitErr{code: exitUsage, err: fmt.Errorf(format, args...)}

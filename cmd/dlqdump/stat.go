@@ -136,15 +136,10 @@ func (a *app) stat(l *location, infos []dlqdump.SegmentInfo, by []string, asJSON
 	} else {
 		err = res.writeText(a.stdout, by)
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case len(failed) > 0:
-		return fmt.Errorf("%s could not be read", plural(len(failed), "segment"))
-	case res.damagedSegs > 0:
-		return &exitErr{code: exitDamage, err: fmt.Errorf("%s damaged; run dlqdump verify", plural(res.damagedSegs, "segment"))}
 	}
-	return nil
+	return readOutcome(len(failed), res.damagedSegs, "")
 }
 
 func (r *statResult) ratio() float64 {
