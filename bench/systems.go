@@ -120,21 +120,16 @@ func dqProducer(dq diskqueue.Interface, ds *dataSet) func() producerFunc {
 	}
 }
 
-// childDump measures sustained dumping: items/s, bytes stored, peak RSS. It
-// leaves what it wrote for childRestore.
-func childDump(s *spec, ds *dataSet) (*result, error) {
-	var res result
-	res.BaseRSS = startPhase()
-	var newProducer func() producerFunc
-	var finish func() error
+// openProducer opens s.System on dir (or S3 prefix) and returns its producer
+// factory and what closes it, flushing everything written.
+func openProducer(s *spec, ds *dataSet, dir, prefix string) (func() producerFunc, func() error, error) {
 	switch {
 	case isDLQ(s.System):
-		q, after, err := dlqQueue(s, ds, s.Dir, s.Prefix)
+		q, after, err := dlqQueue(s, ds, dir, prefix)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		newProducer = dlqProducer(q, ds)
-		finish = func() error {
+		return dlqProducer(q, ds), func() error {
 			if err := q.Close(); err != nil {
 				return err
 			}
@@ -142,15 +137,25 @@ func childDump(s *spec, ds *dataSet) (*result, error) {
 				return after()
 			}
 			return nil
-		}
+		}, nil
 	case s.System == sysDQ || s.System == sysDQSync:
-		dq, err := openDiskQueue(s, s.Dir)
+		dq, err := openDiskQueue(s, dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		newProducer, finish = dqProducer(dq, ds), dq.Close
-	default:
-		return nil, fmt.Errorf("dump: unknown system %q", s.System)
+		return dqProducer(dq, ds), dq.Close, nil
+	}
+	return nil, nil, fmt.Errorf("unknown system %q", s.System)
+}
+
+// childDump measures sustained dumping: items/s, bytes stored, peak RSS. It
+// leaves what it wrote for childRestore.
+func childDump(s *spec, ds *dataSet) (*result, error) {
+	var res result
+	res.BaseRSS = startPhase()
+	newProducer, finish, err := openProducer(s, ds, s.Dir, s.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("dump: %w", err)
 	}
 	n, d, err := sustained(newProducer, finish, s.N, s.Window, s.Producers)
 	if err != nil {
@@ -244,32 +249,9 @@ func childLatency(s *spec, ds *dataSet) (*result, error) {
 	for _, frac := range s.Fracs {
 		dir := filepath.Join(s.Dir, fmt.Sprintf("lat-%.0f", frac*100))
 		prefix := fmt.Sprintf("%slat-%.0f/", s.Prefix, frac*100)
-		var newProducer func() producerFunc
-		var finish func() error
-		switch {
-		case isDLQ(s.System):
-			q, after, err := dlqQueue(s, ds, dir, prefix)
-			if err != nil {
-				return nil, err
-			}
-			newProducer = dlqProducer(q, ds)
-			finish = func() error {
-				if err := q.Close(); err != nil {
-					return err
-				}
-				if after != nil {
-					return after()
-				}
-				return nil
-			}
-		case s.System == sysDQ || s.System == sysDQSync:
-			dq, err := openDiskQueue(s, dir)
-			if err != nil {
-				return nil, err
-			}
-			newProducer, finish = dqProducer(dq, ds), dq.Close
-		default:
-			return nil, fmt.Errorf("latency: unknown system %q", s.System)
+		newProducer, finish, err := openProducer(s, ds, dir, prefix)
+		if err != nil {
+			return nil, fmt.Errorf("latency: %w", err)
 		}
 		target := s.Rate * frac
 		lat, achieved, err := paced(newProducer, target, s.Producers, s.LatDur)
