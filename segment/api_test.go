@@ -775,26 +775,7 @@ func TestWriterCopy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var buf bytes.Buffer
-		w, err := NewWriter(&buf, testHeader(CodecS2), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Copy(&rec, ex); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		copied := copyRecords(t, r, ex)
 		want := slices.Clone(recs)
 		for i := range want {
 			if ex != nil {
@@ -808,7 +789,7 @@ func TestWriterCopy(t *testing.T) {
 				want[i].headers = m
 			}
 		}
-		readAllRecords(t, buf.Bytes(), want)
+		readAllRecords(t, copied, want)
 	}
 }
 

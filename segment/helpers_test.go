@@ -97,6 +97,33 @@ func readAllRecords(t testing.TB, data []byte, want []rec) *Reader {
 
 // checkCorruptError fails unless err is a *CorruptError for segment name
 // wrapping one of the package's sentinels, and returns it.
+// copyRecords copies the rest of r's records, with extra headers, into a
+// new S2 segment and returns it.
+func copyRecords(t testing.TB, r *Reader, extra map[string]string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	w, err := NewWriter(&out, testHeader(CodecS2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Copy(&rec, extra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 func checkCorruptError(t testing.TB, err error, name string) *CorruptError {
 	t.Helper()
 	var ce *CorruptError
