@@ -71,7 +71,7 @@ func (s *store) putClaim(ctx context.Context, name string, doc *claimDoc, etag s
 		} else {
 			in.IfMatch = aws.String(etag)
 		}
-		out, err := s.client.PutObject(ctx, in, oneAttempt)
+		out, err := s.client.PutObject(ctx, in)
 		if err == nil {
 			newTag = aws.ToString(out.ETag)
 		}

@@ -252,7 +252,7 @@ func (o *object) prefetchLocked(first, last int64) {
 func (o *object) get(ctx context.Context, p []byte, off int64) error {
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(p))-1, 10)
 	err := o.s.call(ctx, "GetObject", o.key, int64(len(p)), true, func(ctx context.Context) error {
-		out, err := o.s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.s.bucket, Key: &o.key, Range: &rng}, oneAttempt)
+		out, err := o.s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.s.bucket, Key: &o.key, Range: &rng})
 		if err != nil {
 			return err
 		}

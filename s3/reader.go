@@ -111,7 +111,7 @@ func (r *Reader) state() (*store, error) {
 	if r.ListPageSize > 1000 {
 		return nil, fmt.Errorf("%w: s3.Reader.ListPageSize: %d is more than 1000", dlqdump.ErrConfig, r.ListPageSize)
 	}
-	st := &store{client: r.Client, bucket: r.Bucket, prefix: r.Prefix, retry: r.Retry.withDefaults(),
+	st := &store{client: oneAttemptClient(r.Client), bucket: r.Bucket, prefix: r.Prefix, retry: r.Retry.withDefaults(),
 		log: newLogger(r.Logger).With(slog.String("component", "dlqdump.s3.Reader"))}
 	st.setUpload(int64(r.MultipartThreshold), int64(r.PartSize), r.PartConcurrency)
 	r.st = st
@@ -221,7 +221,7 @@ func (s *store) listKeys(ctx context.Context, prefix string, pageSize int) iter.
 			var out *awss3.ListObjectsV2Output
 			err := s.call(ctx, "ListObjectsV2", prefix, 0, true, func(ctx context.Context) error {
 				var err error
-				out, err = s.client.ListObjectsV2(ctx, in, oneAttempt)
+				out, err = s.client.ListObjectsV2(ctx, in)
 				return err
 			})
 			if err != nil {
@@ -323,7 +323,7 @@ func (s *store) head(ctx context.Context, key string) (*awss3.HeadObjectOutput, 
 	var out *awss3.HeadObjectOutput
 	err := s.call(ctx, "HeadObject", key, 0, true, func(ctx context.Context) error {
 		var err error
-		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
+		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 		return err
 	})
 	return out, err
@@ -442,7 +442,7 @@ func (s *store) move(ctx context.Context, name string, from, to dlqdump.Area, re
 			MetadataDirective: types.MetadataDirectiveReplace,
 			ContentType:       aws.String("application/octet-stream"),
 			Metadata:          meta,
-		}, oneAttempt)
+		})
 		return err
 	}); err != nil {
 		return err
@@ -460,7 +460,7 @@ func copySource(bucket, key string) string {
 
 func (s *store) deleteKey(ctx context.Context, key string) error {
 	return s.call(ctx, "DeleteObject", key, 0, true, func(ctx context.Context) error {
-		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
+		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
 		if notFound(err) {
 			return nil
 		}
@@ -498,7 +498,7 @@ func (s *store) getClaim(ctx context.Context, name string) (*claimDoc, string, [
 		raw  []byte
 	)
 	err := s.call(ctx, "GetObject", key, 0, true, func(ctx context.Context) error {
-		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key}, oneAttempt)
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 		if err != nil {
 			return err
 		}

@@ -259,10 +259,16 @@ func (s *store) call(ctx context.Context, op, key string, payload int64, bounded
 	}
 }
 
-// oneAttempt limits the client's retryer to one attempt per call: store.call
-// does the retrying, with Retry's waits (the SDK's own back off by up to
-// seconds per attempt and would multiply the attempts).
-func oneAttempt(o *awss3.Options) { o.RetryMaxAttempts = 1 }
+// oneAttemptClient returns a client like c whose retryer makes one attempt
+// per call: store.call does the retrying, with Retry's waits (the SDK's own
+// back off by up to seconds per attempt and would multiply the attempts).
+// The caller's client is not changed.
+func oneAttemptClient(c *awss3.Client) *awss3.Client {
+	if c == nil {
+		return nil
+	}
+	return awss3.New(c.Options(), func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
+}
 
 var retryables = retry.IsErrorRetryables(retry.DefaultRetryables)
 

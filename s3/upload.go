@@ -66,7 +66,7 @@ func (s *store) put(ctx context.Context, u *upload, bounded bool) error {
 				ContentType:   aws.String("application/octet-stream"),
 				IfNoneMatch:   aws.String("*"),
 				Metadata:      u.metadata(),
-			}, oneAttempt)
+			})
 			return err
 		})
 	}
@@ -82,7 +82,7 @@ func (s *store) checkExisting(ctx context.Context, u *upload, bounded bool, caus
 	var out *awss3.HeadObjectOutput
 	err := s.call(ctx, "HeadObject", u.key, 0, bounded, func(ctx context.Context) error {
 		var err error
-		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &u.key}, oneAttempt)
+		out, err = s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &u.key})
 		return err
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func (s *store) putMultipart(ctx context.Context, u *upload, bounded bool) error
 			Key:         &u.key,
 			ContentType: aws.String("application/octet-stream"),
 			Metadata:    u.metadata(),
-		}, oneAttempt)
+		})
 		if err == nil {
 			id = aws.ToString(out.UploadId)
 		}
@@ -146,7 +146,7 @@ func (s *store) putMultipart(ctx context.Context, u *upload, bounded bool) error
 						PartNumber:    &num,
 						Body:          io.NewSectionReader(u.body, off, size),
 						ContentLength: aws.Int64(size),
-					}, oneAttempt)
+					})
 					if err == nil {
 						parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: &num}
 					}
@@ -181,7 +181,7 @@ feed:
 			UploadId:        &id,
 			IfNoneMatch:     aws.String("*"),
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		}, oneAttempt)
+		})
 		return err
 	})
 	if err == nil {
@@ -204,7 +204,7 @@ func (s *store) abortMultipart(ctx context.Context, key, id string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.call(actx, "AbortMultipartUpload", key, 0, true, func(ctx context.Context) error {
-		_, err := s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &id}, oneAttempt)
+		_, err := s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &id})
 		if notFound(err) || apiCode(err) == "NoSuchUpload" {
 			return nil
 		}

@@ -165,7 +165,7 @@ func (w *Writer) state() (*spool, error) {
 		return nil, err
 	}
 	st := &spool{
-		store:   store{client: w.Client, bucket: w.Bucket, prefix: w.Prefix, retry: w.Retry.withDefaults(), log: newLogger(w.Logger).With(slog.String("component", "dlqdump.s3.Writer"))},
+		store:   store{client: oneAttemptClient(w.Client), bucket: w.Bucket, prefix: w.Prefix, retry: w.Retry.withDefaults(), log: newLogger(w.Logger).With(slog.String("component", "dlqdump.s3.Writer"))},
 		limit:   int64(w.SpoolLimit),
 		wait:    w.SpoolWait,
 		queued:  map[string]bool{},
