@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of these (or one
@@ -12,9 +13,9 @@ import (
 var (
 	// ErrConfig means a Config field has an invalid value; the error names
 	// the field.
-	ErrConfig = errors.New("dlqdump: invalid config")
+	ErrConfig = sink.ErrConfig
 	// ErrClosed means the Queue or Restorer was closed.
-	ErrClosed = errors.New("dlqdump: closed")
+	ErrClosed = sink.ErrClosed
 	// ErrEncode means the Encoder could not encode an item.
 	ErrEncode = errors.New("dlqdump: cannot encode item")
 	// ErrBackpressure means Enqueue waited Config.EnqueueTimeout for the
@@ -29,7 +30,7 @@ var (
 	// Queue keeps the data and retries.
 	ErrSink = errors.New("dlqdump: sink failure")
 	// ErrNotFound means a segment does not exist (any more) in that area.
-	ErrNotFound = errors.New("dlqdump: segment not found")
+	ErrNotFound = sink.ErrNotFound
 	// ErrClaimed means another restorer holds a live claim on the segment.
 	ErrClaimed = errors.New("dlqdump: segment claimed by another restorer")
 	// ErrLeaseLost means the claim expired and was taken over: the holder
