@@ -15,3 +15,7 @@ var (
 	// to be published or moved: nothing was replaced.
 	ErrExist = errors.New("dlqdump: a segment of that name already exists")
 )
+
+// ErrConflict means a record's version was not the one a compare-and-swap
+// expected: another writer changed, created or removed it.
+var ErrConflict = errors.New("dlqdump: record changed meanwhile")
