@@ -3,6 +3,7 @@ package dlqdump
 import (
 	"errors"
 
+	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -32,10 +33,10 @@ var (
 	// ErrNotFound means a segment does not exist (any more) in that area.
 	ErrNotFound = sink.ErrNotFound
 	// ErrClaimed means another restorer holds a live claim on the segment.
-	ErrClaimed = errors.New("dlqdump: segment claimed by another restorer")
+	ErrClaimed = claims.ErrClaimed
 	// ErrLeaseLost means the claim expired and was taken over: the holder
 	// must stop restoring that segment at once.
-	ErrLeaseLost = errors.New("dlqdump: segment lease lost")
+	ErrLeaseLost = claims.ErrLeaseLost
 	// ErrTooLarge means an encoded item exceeds segment.MaxRecordSize.
 	ErrTooLarge = segment.ErrTooLarge
 	// ErrCorrupt means a segment is damaged; see segment.CorruptError.

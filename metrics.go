@@ -16,9 +16,9 @@ type MetricsWriter interface {
 	// Pending reports the bytes accepted but not yet written, after each
 	// change made by the writer loop.
 	Pending(bytes int64)
-	// Restore is called for each record delivered to the destination, with
-	// the size of its payload.
-	Restore(size int)
+	// Restore is called after each block of records delivered to the
+	// destination, with the number of records and their payload bytes.
+	Restore(records, bytes int)
 	// Retry is called when the destination refused a record and it will be
 	// offered again.
 	Retry()
@@ -27,9 +27,11 @@ type MetricsWriter interface {
 	// Fail is called when an operation fails, with a short stable reason
 	// such as "encode", "backpressure", "write", "sync", "commit".
 	Fail(reason string)
-	// Source reports, after each restore pass, how many segments are ready
-	// and the age of the oldest ready record.
-	Source(ready int, oldest time.Duration)
+	// Source reports the state of the Restorer's store, after each pass
+	// and every CheckInterval once started: how many segments are ready,
+	// how many of those are claimed, how many are quarantined, and the age
+	// of the oldest ready record.
+	Source(ready, claimed, quarantined int, oldest time.Duration)
 }
 
 // Flush reasons passed to MetricsWriter.Flush.
@@ -54,7 +56,7 @@ func (NopMetrics) Flush(string, int, int, time.Duration) {}
 func (NopMetrics) Pending(int64) {}
 
 // Restore does nothing.
-func (NopMetrics) Restore(int) {}
+func (NopMetrics) Restore(int, int) {}
 
 // Retry does nothing.
 func (NopMetrics) Retry() {}
@@ -66,4 +68,4 @@ func (NopMetrics) Quarantine(string, int) {}
 func (NopMetrics) Fail(string) {}
 
 // Source does nothing.
-func (NopMetrics) Source(int, time.Duration) {}
+func (NopMetrics) Source(int, int, int, time.Duration) {}

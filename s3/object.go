@@ -11,7 +11,7 @@ import (
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // object is an open segment read by ranged GETs of whole chunks. It keeps
@@ -50,7 +50,7 @@ const (
 	directParts = 4 // parallel GETs of a large read
 )
 
-var _ dlqdump.SegmentFile = (*object)(nil)
+var _ sink.File = (*object)(nil)
 
 func newObject(ctx context.Context, s *store, key string, size, chunkSize int64, ahead int) *object {
 	o := &object{s: s, key: key, size: size, chunk: chunkSize, ahead: ahead, chunks: map[int64]*chunk{}}
@@ -188,7 +188,7 @@ func (o *object) wait(i int64, c *chunk) ([]byte, error) {
 		if c.err == nil {
 			return c.data, nil
 		}
-		if try > 0 || o.ctx.Err() != nil || errors.Is(c.err, dlqdump.ErrNotFound) {
+		if try > 0 || o.ctx.Err() != nil || errors.Is(c.err, sink.ErrNotFound) {
 			return nil, c.err
 		}
 		o.mu.Lock()
@@ -266,7 +266,7 @@ func (o *object) get(ctx context.Context, p []byte, off int64) error {
 		return nil
 	})
 	if notFound(err) {
-		return fmt.Errorf("%w: %w", dlqdump.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", sink.ErrNotFound, err)
 	}
 	return err
 }

@@ -2,22 +2,20 @@ package s3
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Defaults of the Reader's fields.
@@ -31,8 +29,8 @@ const (
 	// DefaultListPageSize is the number of keys asked for per
 	// ListObjectsV2 page.
 	DefaultListPageSize = 1000
-	// DefaultListConcurrency is how many claims or quarantine reasons List
-	// fetches at once.
+	// DefaultListConcurrency is how many quarantine reasons List fetches
+	// at once.
 	DefaultListConcurrency = 8
 )
 
@@ -43,15 +41,17 @@ const (
 //
 // Areas are key prefixes: ready segments at Prefix+NAME, quarantined ones at
 // Prefix+"quarantine/"+NAME (the reason in the metadata x-amz-meta-dlqdump-reason),
-// archived ones at Prefix+"archive/"+NAME. A claim is a small JSON object at
-// Prefix+".claims/"+NAME+".claim" holding the owner, a token, the expiry and
-// the checkpoint; it is created with If-None-Match: * and renewed, released
-// or taken over with If-Match on its ETag, so two restorers never both hold a
-// segment. The bucket must support conditional writes (AWS S3 and versitygw
-// do). Lease expiry is judged by the restorers' clocks, which must agree to
-// well within the lease.
+// archived ones at Prefix+"archive/"+NAME. A segment's record (its restore
+// claim and progress, see sink.Records) is a small object at
+// Prefix+".claims/"+NAME+".claim", created with If-None-Match: * and replaced
+// with If-Match on its ETag, so it changes only by compare-and-swap; the
+// bucket must support these conditional writes (AWS S3, versitygw and
+// gofakes3 do). Deleting a record sends If-Match too; servers that ignore it
+// on deletes (gofakes3, versitygw at this writing) delete unconditionally,
+// which dlqdump's claim protocol tolerates: it removes a record only after
+// fencing it. No clock is compared across machines.
 //
-// Open returns a SegmentFile reading by ranged GETs of ReadChunk bytes and
+// Open returns a sink.File reading by ranged GETs of ReadChunk bytes and
 // fetching the next ReadAhead chunks in the background, so reading a segment
 // block by block is not bound by S3's latency; its memory is a few chunks.
 //
@@ -77,8 +77,8 @@ type Reader struct {
 	// ListPageSize is the number of keys per ListObjectsV2 page, at most
 	// 1000. Default DefaultListPageSize (1000).
 	ListPageSize int
-	// ListConcurrency is how many claims (ready area) or reasons
-	// (quarantine area) List reads at once. Default
+	// ListConcurrency is how many reasons List reads at once (quarantine
+	// area). Default
 	// DefaultListConcurrency (8).
 	ListConcurrency int
 
@@ -97,7 +97,7 @@ type Reader struct {
 	st *store
 }
 
-var _ dlqdump.Reader = (*Reader)(nil)
+var _ sink.Reader = (*Reader)(nil)
 
 func (r *Reader) state() (*store, error) {
 	r.mu.Lock()
@@ -143,55 +143,36 @@ func (r *Reader) listConcurrency() int {
 }
 
 // List returns the segments of an area in name order, oldest first, page by
-// page (ListObjectsV2 with Delimiter "/", so other areas and claims are not
-// listed). Ready segments carry their claim, read from the claim objects;
-// quarantined ones their reason, read from each object's metadata (one
-// HeadObject per quarantined segment, ListConcurrency at a time).
-func (r *Reader) List(ctx context.Context, area dlqdump.Area) iter.Seq2[dlqdump.SegmentInfo, error] {
-	return func(yield func(dlqdump.SegmentInfo, error) bool) {
+// page (ListObjectsV2 with Delimiter "/", so other areas and records are not
+// listed). Quarantined segments carry their reason, read from each object's
+// metadata (one HeadObject per quarantined segment, ListConcurrency at a
+// time).
+func (r *Reader) List(ctx context.Context, area sink.Area) iter.Seq2[sink.Info, error] {
+	return func(yield func(sink.Info, error) bool) {
 		s, err := r.state()
 		if err != nil {
-			yield(dlqdump.SegmentInfo{}, err)
+			yield(sink.Info{}, err)
 			return
 		}
 		prefix, err := s.areaPrefix(area)
 		if err != nil {
-			yield(dlqdump.SegmentInfo{}, err)
+			yield(sink.Info{}, err)
 			return
 		}
-		var claims map[string]bool
-		if area == dlqdump.AreaReady {
-			claims = map[string]bool{}
-			for key, err := range s.listKeys(ctx, s.prefix+ClaimsPrefix, r.ListPageSize) {
-				if err != nil {
-					yield(dlqdump.SegmentInfo{}, err)
-					return
-				}
-				if key == nil {
-					continue
-				}
-				if name, ok := strings.CutSuffix(strings.TrimPrefix(aws.ToString(key.Key), s.prefix+ClaimsPrefix), ClaimSuffix); ok {
-					claims[name] = true
-				}
-			}
-		}
-		var page []dlqdump.SegmentInfo
+		var page []sink.Info
 		flush := func() bool {
-			if err := r.enrich(ctx, s, area, page, claims); err != nil {
-				yield(dlqdump.SegmentInfo{}, err)
+			if area != sink.AreaQuarantine {
+				return yieldAll(page, yield, &page)
+			}
+			if err := r.reasons(ctx, s, page); err != nil {
+				yield(sink.Info{}, err)
 				return false
 			}
-			for _, si := range page {
-				if !yield(si, nil) {
-					return false
-				}
-			}
-			page = page[:0]
-			return true
+			return yieldAll(page, yield, &page)
 		}
 		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
 			if err != nil {
-				yield(dlqdump.SegmentInfo{}, err)
+				yield(sink.Info{}, err)
 				return
 			}
 			if obj == nil { // end of a page
@@ -204,9 +185,20 @@ func (r *Reader) List(ctx context.Context, area dlqdump.Area) iter.Seq2[dlqdump.
 			if checkName(name) != nil {
 				continue
 			}
-			page = append(page, dlqdump.SegmentInfo{Name: name, Area: area, Size: aws.ToInt64(obj.Size), Modified: aws.ToTime(obj.LastModified)})
+			page = append(page, sink.Info{Name: name, Area: area, Size: aws.ToInt64(obj.Size), Modified: aws.ToTime(obj.LastModified)})
 		}
 	}
+}
+
+// yieldAll yields a page of infos and empties it.
+func yieldAll(page []sink.Info, yield func(sink.Info, error) bool, keep *[]sink.Info) bool {
+	for _, si := range page {
+		if !yield(si, nil) {
+			return false
+		}
+	}
+	*keep = page[:0]
+	return true
 }
 
 // listKeys lists the objects directly under prefix, page by page; a nil
@@ -253,42 +245,22 @@ func (s *store) listKeys(ctx context.Context, prefix string, pageSize int) iter.
 	}
 }
 
-// enrich adds the claims or reasons to a page of infos, reading up to
-// ListConcurrency objects at once.
-func (r *Reader) enrich(ctx context.Context, s *store, area dlqdump.Area, page []dlqdump.SegmentInfo, claims map[string]bool) error {
-	var todo []int
-	for i, si := range page {
-		switch {
-		case area == dlqdump.AreaReady && claims[si.Name]:
-			todo = append(todo, i)
-		case area == dlqdump.AreaQuarantine:
-			todo = append(todo, i)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
+// reasons adds the reasons to a page of quarantined segments, reading up to
+// ListConcurrency objects' metadata at once.
+func (r *Reader) reasons(ctx context.Context, s *store, page []sink.Info) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 		next  = make(chan int)
 	)
-	for range min(r.listConcurrency(), len(todo)) {
+	for range min(r.listConcurrency(), len(page)) {
 		wg.Go(func() {
 			for i := range next {
 				var err error
-				if area == dlqdump.AreaReady {
-					var doc *claimDoc
-					doc, _, _, err = s.getClaim(ctx, page[i].Name)
-					if err == nil && doc != nil {
-						page[i].Claim = doc.info()
-					}
-				} else {
-					page[i].Reason, err = r.reason(ctx, s, page[i].Name)
-					if notFound(err) {
-						err = nil // moved or deleted meanwhile
-					}
+				page[i].Reason, err = r.reason(ctx, s, page[i].Name)
+				if notFound(err) {
+					err = nil // moved or deleted meanwhile
 				}
 				if err != nil {
 					mu.Lock()
@@ -300,7 +272,7 @@ func (r *Reader) enrich(ctx context.Context, s *store, area dlqdump.Area, page [
 			}
 		})
 	}
-	for _, i := range todo {
+	for i := range page {
 		next <- i
 	}
 	close(next)
@@ -330,22 +302,22 @@ func (s *store) head(ctx context.Context, key string) (*awss3.HeadObjectOutput, 
 }
 
 // headSegment returns a segment's metadata, or an error wrapping
-// dlqdump.ErrNotFound.
-func (s *store) headSegment(ctx context.Context, area dlqdump.Area, name string) (string, *awss3.HeadObjectOutput, error) {
+// sink.ErrNotFound.
+func (s *store) headSegment(ctx context.Context, area sink.Area, name string) (string, *awss3.HeadObjectOutput, error) {
 	key, err := s.key(area, name)
 	if err != nil {
 		return "", nil, err
 	}
 	out, err := s.head(ctx, key)
 	if notFound(err) {
-		return key, nil, fmt.Errorf("%w: %s segment %s: %w", dlqdump.ErrNotFound, area, name, err)
+		return key, nil, fmt.Errorf("%w: %s segment %s: %w", sink.ErrNotFound, area, name, err)
 	}
 	return key, out, err
 }
 
 // Open opens a segment for reading without claiming it. Its reads stop when
-// ctx is done. A missing segment is an error wrapping dlqdump.ErrNotFound.
-func (r *Reader) Open(ctx context.Context, area dlqdump.Area, name string) (dlqdump.SegmentFile, error) {
+// ctx is done. A missing segment is an error wrapping sink.ErrNotFound.
+func (r *Reader) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
 	s, err := r.state()
 	if err != nil {
 		return nil, err
@@ -360,7 +332,7 @@ func (r *Reader) Open(ctx context.Context, area dlqdump.Area, name string) (dlqd
 // Create starts a new segment in an area. Its bytes are kept in memory and
 // uploaded at Commit, conditionally (If-None-Match: *), before Commit
 // returns. Sync is not supported.
-func (r *Reader) Create(ctx context.Context, area dlqdump.Area, name string) (dlqdump.SegmentWriter, error) {
+func (r *Reader) Create(ctx context.Context, area sink.Area, name string) (sink.SegmentWriter, error) {
 	s, err := r.state()
 	if err != nil {
 		return nil, err
@@ -378,45 +350,34 @@ func (r *Reader) Create(ctx context.Context, area dlqdump.Area, name string) (dl
 
 var errCreateSync = fmt.Errorf("%w: segments made by s3.Reader.Create are stored at Commit", errors.ErrUnsupported)
 
-// Move moves a segment to another area: a server-side copy (with the reason
-// in the metadata when moved to quarantine, without it otherwise) and a
-// delete. A ready segment is claimed for the move, so Move fails with an
-// error wrapping dlqdump.ErrClaimed while a restorer holds it; its claim
-// object, with any checkpoint, is removed. A missing segment is an error
-// wrapping dlqdump.ErrNotFound.
-func (r *Reader) Move(ctx context.Context, name string, from, to dlqdump.Area, reason string) error {
+// Move moves a segment to another area: a server-side copy, made only if no
+// object is at the destination (If-None-Match: *, on servers that honour it
+// for copies, and a HeadObject before it), with the reason in the metadata
+// when moved to quarantine and without it otherwise, then a delete of the
+// source. A segment of that name already at the destination is an error
+// wrapping sink.ErrExist, unless it holds the same bytes (same size and
+// checksum: an earlier Move that got that far), when the source is deleted.
+// A missing segment is an error wrapping sink.ErrNotFound.
+func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
 	s, err := r.state()
 	if err != nil {
 		return err
 	}
 	if from == to {
-		return fmt.Errorf("dlqdump: s3: move segment %s: from and to are both %s", name, from)
+		if to != sink.AreaQuarantine {
+			return nil
+		}
+		return s.setReason(ctx, name, reason)
 	}
 	if _, err := s.areaPrefix(to); err != nil {
 		return err
 	}
-	if from == dlqdump.AreaReady {
-		c, err := r.claim(ctx, s, name, "dlqdump-s3-move-"+newToken()[:12], time.Minute)
-		if err != nil {
-			return err
-		}
-		if err := c.finish(ctx, to, reason); err != nil {
-			if errors.Is(err, dlqdump.ErrLeaseLost) {
-				return fmt.Errorf("%w: move segment %s: %w", dlqdump.ErrClaimed, name, err)
-			}
-			// Do not leave the segment claimed for a minute.
-			if rerr := c.Release(context.WithoutCancel(ctx)); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			return err
-		}
-		return nil
-	}
 	return s.move(ctx, name, from, to, reason)
 }
 
-// move copies a segment to another area and deletes the original.
-func (s *store) move(ctx context.Context, name string, from, to dlqdump.Area, reason string) error {
+// move copies a segment to another area, unless something is there, and
+// deletes the original.
+func (s *store) move(ctx context.Context, name string, from, to sink.Area, reason string) error {
 	src, out, err := s.headSegment(ctx, from, name)
 	if err != nil {
 		return err
@@ -425,29 +386,82 @@ func (s *store) move(ctx context.Context, name string, from, to dlqdump.Area, re
 	if err != nil {
 		return err
 	}
-	meta := map[string]string{}
+	if there, err := s.same(ctx, dst, out); err != nil {
+		return err
+	} else if !there {
+		meta := map[string]string{}
+		if v := out.Metadata[MetaChecksum]; v != "" {
+			meta[MetaChecksum] = v
+		}
+		if to == sink.AreaQuarantine {
+			// Set even when empty: some servers (gofakes3) merge the
+			// source's metadata into a copy's despite REPLACE.
+			meta[MetaReason] = encodeReason(reason)
+		}
+		err := s.call(ctx, "CopyObject", dst, aws.ToInt64(out.ContentLength), true, func(ctx context.Context) error {
+			_, err := s.client.CopyObject(ctx, &awss3.CopyObjectInput{
+				Bucket:            &s.bucket,
+				Key:               &dst,
+				CopySource:        aws.String(copySource(s.bucket, src)),
+				MetadataDirective: types.MetadataDirectiveReplace,
+				ContentType:       aws.String("application/octet-stream"),
+				Metadata:          meta,
+				IfNoneMatch:       aws.String("*"),
+			})
+			return err
+		})
+		if err != nil {
+			if !preconditionFailed(err) {
+				return err
+			}
+			if there, herr := s.same(ctx, dst, out); herr != nil || !there {
+				return fmt.Errorf("%w: %s segment %s: %w", sink.ErrExist, to, name, err)
+			}
+		}
+	}
+	return s.deleteKey(ctx, src)
+}
+
+// same reports whether an object at key holds the segment described by src
+// (same size and checksum); an error wrapping sink.ErrExist when another
+// object is there.
+func (s *store) same(ctx context.Context, key string, src *awss3.HeadObjectOutput) (bool, error) {
+	out, err := s.head(ctx, key)
+	if notFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	sum := src.Metadata[MetaChecksum]
+	if sum != "" && out.Metadata[MetaChecksum] == sum && aws.ToInt64(out.ContentLength) == aws.ToInt64(src.ContentLength) {
+		return true, nil
+	}
+	return false, s.opErr("CopyObject", key, fmt.Errorf("%w: another object (%d bytes, checksum %q) is there", sink.ErrExist, aws.ToInt64(out.ContentLength), out.Metadata[MetaChecksum]))
+}
+
+// setReason replaces the reason of a quarantined segment: a copy onto
+// itself with new metadata.
+func (s *store) setReason(ctx context.Context, name, reason string) error {
+	key, out, err := s.headSegment(ctx, sink.AreaQuarantine, name)
+	if err != nil {
+		return err
+	}
+	meta := map[string]string{MetaReason: encodeReason(reason)}
 	if v := out.Metadata[MetaChecksum]; v != "" {
 		meta[MetaChecksum] = v
 	}
-	if to == dlqdump.AreaQuarantine {
-		// Set even when empty: some servers (gofakes3) merge the source's
-		// metadata into a copy's despite REPLACE.
-		meta[MetaReason] = encodeReason(reason)
-	}
-	if err := s.call(ctx, "CopyObject", dst, aws.ToInt64(out.ContentLength), true, func(ctx context.Context) error {
+	return s.call(ctx, "CopyObject", key, aws.ToInt64(out.ContentLength), true, func(ctx context.Context) error {
 		_, err := s.client.CopyObject(ctx, &awss3.CopyObjectInput{
 			Bucket:            &s.bucket,
-			Key:               &dst,
-			CopySource:        aws.String(copySource(s.bucket, src)),
+			Key:               &key,
+			CopySource:        aws.String(copySource(s.bucket, key)),
 			MetadataDirective: types.MetadataDirectiveReplace,
 			ContentType:       aws.String("application/octet-stream"),
 			Metadata:          meta,
 		})
 		return err
-	}); err != nil {
-		return err
-	}
-	return s.deleteKey(ctx, src)
+	})
 }
 
 func copySource(bucket, key string) string {
@@ -468,9 +482,9 @@ func (s *store) deleteKey(ctx context.Context, key string) error {
 	})
 }
 
-// Delete removes a segment, and a ready segment's claim object. A missing
-// segment is an error wrapping dlqdump.ErrNotFound.
-func (r *Reader) Delete(ctx context.Context, area dlqdump.Area, name string) error {
+// Delete removes a segment. A missing segment is an error wrapping
+// sink.ErrNotFound.
+func (r *Reader) Delete(ctx context.Context, area sink.Area, name string) error {
 	s, err := r.state()
 	if err != nil {
 		return err
@@ -479,44 +493,5 @@ func (r *Reader) Delete(ctx context.Context, area dlqdump.Area, name string) err
 	if err != nil {
 		return err
 	}
-	if err := s.deleteKey(ctx, key); err != nil {
-		return err
-	}
-	if area == dlqdump.AreaReady {
-		return s.deleteKey(ctx, s.claimKey(name))
-	}
-	return nil
-}
-
-// getClaim reads the claim object of a segment, returning it parsed and as
-// stored, and its ETag: nil if there is none.
-func (s *store) getClaim(ctx context.Context, name string) (*claimDoc, string, []byte, error) {
-	key := s.claimKey(name)
-	var (
-		doc  *claimDoc
-		etag string
-		raw  []byte
-	)
-	err := s.call(ctx, "GetObject", key, 0, true, func(ctx context.Context) error {
-		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
-		if err != nil {
-			return err
-		}
-		defer out.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(out.Body, 64<<10))
-		if err != nil {
-			return err
-		}
-		d := new(claimDoc)
-		if err := json.Unmarshal(b, d); err != nil {
-			s.log.Warn("a claim object is not valid JSON; treating it as expired", slog.String("key", key), slog.Any("error", err))
-			d = &claimDoc{}
-		}
-		doc, etag, raw = d, aws.ToString(out.ETag), b
-		return nil
-	})
-	if notFound(err) {
-		return nil, "", nil, nil
-	}
-	return doc, etag, raw, err
+	return s.deleteKey(ctx, key)
 }

@@ -64,7 +64,7 @@ var (
 	ErrSpoolFull = errors.New("dlqdump: s3: upload spool full")
 	// ErrConflict means another object, with other bytes, already exists
 	// under a segment's key.
-	ErrConflict = errors.New("dlqdump: s3: another object exists under the segment's key")
+	ErrConflict = fmt.Errorf("dlqdump: s3: another object exists under the segment's key: %w", sink.ErrExist)
 )
 
 // OpError is the error of a failed S3 call: the operation, the bucket and the

@@ -3,7 +3,7 @@
 //
 // Levels, by default:
 //
-//   - Debug: the per-record events Dump, Restore and Retry, and the frequent
+//   - Debug: the per-record events Dump and Retry, Restore (per block), and the frequent
 //     state reports Pending and Source;
 //   - Info: Flush and Quarantine;
 //   - Warn: Fail.
@@ -40,13 +40,15 @@ const (
 
 // Attribute keys of the records the Writer logs.
 const (
-	KeySize    = "size"    // bytes of one record, or of a flushed segment
-	KeyReason  = "reason"  // flush, quarantine or failure reason
-	KeyRecords = "records" // number of records
-	KeyTook    = "took"    // duration of a flush
-	KeyBytes   = "bytes"   // pending bytes
-	KeyReady   = "ready"   // ready segments
-	KeyOldest  = "oldest"  // age of the oldest ready record
+	KeySize        = "size"        // bytes of one record, or of a flushed segment
+	KeyReason      = "reason"      // flush, quarantine or failure reason
+	KeyRecords     = "records"     // number of records
+	KeyTook        = "took"        // duration of a flush
+	KeyBytes       = "bytes"       // pending bytes
+	KeyReady       = "ready"       // ready segments
+	KeyClaimed     = "claimed"     // ready segments held by a live claim
+	KeyQuarantined = "quarantined" // segments in quarantine
+	KeyOldest      = "oldest"      // age of the oldest ready record
 )
 
 // Writer is a dlqdump.MetricsWriter that logs each event through a
@@ -146,13 +148,13 @@ func (w *Writer) Pending(bytes int64) {
 	w.l.LogAttrs(w.ctx, w.state, MsgPending, slog.Int64(KeyBytes, bytes))
 }
 
-// Restore logs a record delivered to the destination, with the size of its
-// payload.
-func (w *Writer) Restore(size int) {
+// Restore logs records delivered to the destination (a block's worth), with
+// their payload bytes.
+func (w *Writer) Restore(records, bytes int) {
 	if !w.l.Enabled(w.ctx, w.record) {
 		return
 	}
-	w.l.LogAttrs(w.ctx, w.record, MsgRestore, slog.Int(KeySize, size))
+	w.l.LogAttrs(w.ctx, w.record, MsgRestore, slog.Int(KeyRecords, records), slog.Int(KeySize, bytes))
 }
 
 // Retry logs a record the destination refused that will be offered again.
@@ -181,13 +183,15 @@ func (w *Writer) Fail(reason string) {
 	w.l.LogAttrs(w.ctx, w.fail, MsgFail, slog.String(KeyReason, reason))
 }
 
-// Source logs, after a restore pass, the number of ready segments and the
-// age of the oldest ready record.
-func (w *Writer) Source(ready int, oldest time.Duration) {
+// Source logs the state of the Restorer's store: ready, claimed and
+// quarantined segments and the age of the oldest ready record.
+func (w *Writer) Source(ready, claimed, quarantined int, oldest time.Duration) {
 	if !w.l.Enabled(w.ctx, w.state) {
 		return
 	}
 	w.l.LogAttrs(w.ctx, w.state, MsgSource,
 		slog.Int(KeyReady, ready),
+		slog.Int(KeyClaimed, claimed),
+		slog.Int(KeyQuarantined, quarantined),
 		slog.Duration(KeyOldest, oldest))
 }

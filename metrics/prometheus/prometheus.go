@@ -27,9 +27,11 @@
 //	dlqdump_quarantined_records_total{reason}   counter   records moved aside, by reason
 //	dlqdump_failures_total{reason}              counter   failed operations, by reason
 //	dlqdump_ready_segments                      gauge     segments ready to restore
+//	dlqdump_claimed_segments                    gauge     ready segments held by a live claim
+//	dlqdump_quarantined_segments                gauge     segments in quarantine
 //	dlqdump_oldest_ready_record_age_seconds     gauge     age of the oldest ready record
 //
-// Dump and Restore are called once per record; they touch only pre-bound
+// Dump is called once per record and Restore once per block; they touch only pre-bound
 // counters and allocate nothing. The labelled counters keep their children
 // for reasons already seen in a copy-on-write map, so a repeated reason costs
 // a map lookup and no allocation either. The series of
@@ -67,6 +69,8 @@ const (
 	MetricQuarantined       = "dlqdump_quarantined_records_total"
 	MetricFailures          = "dlqdump_failures_total"
 	MetricReadySegments     = "dlqdump_ready_segments"
+	MetricClaimedSegments   = "dlqdump_claimed_segments"
+	MetricQuarSegments      = "dlqdump_quarantined_segments"
 	MetricOldestReadyRecord = "dlqdump_oldest_ready_record_age_seconds"
 )
 
@@ -108,6 +112,8 @@ type Writer struct {
 
 	pending prom.Gauge
 	ready   prom.Gauge
+	claimed prom.Gauge
+	quar    prom.Gauge
 	oldest  prom.Gauge
 
 	flushed     reasonCounters
@@ -199,9 +205,13 @@ func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
 		pending: gauge(MetricPendingBytes,
 			"Bytes accepted by the queue and not yet written to a segment."),
 		ready: gauge(MetricReadySegments,
-			"Segments ready to be restored, after the last restore pass."),
+			"Segments ready to be restored, refreshed every check interval."),
+		claimed: gauge(MetricClaimedSegments,
+			"Ready segments held by a live restore claim, refreshed every check interval."),
+		quar: gauge(MetricQuarSegments,
+			"Segments in quarantine, refreshed every check interval."),
 		oldest: gauge(MetricOldestReadyRecord,
-			"Age of the oldest ready record, after the last restore pass."),
+			"Age of the oldest ready record, refreshed every check interval."),
 	}
 	w.flushed.init(counterVec(MetricFlushedSegments,
 		"Segments published, by flush reason."), flushReasons)
@@ -307,11 +317,11 @@ func (w *Writer) Pending(bytes int64) {
 	w.pending.Set(float64(bytes))
 }
 
-// Restore counts a record delivered to the destination and its payload
+// Restore counts records delivered to the destination and their payload
 // bytes.
-func (w *Writer) Restore(size int) {
-	w.restoredRecords.Inc()
-	w.restoredBytes.Add(float64(size))
+func (w *Writer) Restore(records, bytes int) {
+	w.restoredRecords.Add(float64(records))
+	w.restoredBytes.Add(float64(bytes))
 }
 
 // Retry counts a delivery the destination refused.
@@ -329,9 +339,11 @@ func (w *Writer) Fail(reason string) {
 	w.failures.get(reason).Inc()
 }
 
-// Source sets dlqdump_ready_segments and
-// dlqdump_oldest_ready_record_age_seconds.
-func (w *Writer) Source(ready int, oldest time.Duration) {
+// Source sets dlqdump_ready_segments, dlqdump_claimed_segments,
+// dlqdump_quarantined_segments and dlqdump_oldest_ready_record_age_seconds.
+func (w *Writer) Source(ready, claimed, quarantined int, oldest time.Duration) {
 	w.ready.Set(float64(ready))
+	w.claimed.Set(float64(claimed))
+	w.quar.Set(float64(quarantined))
 	w.oldest.Set(oldest.Seconds())
 }

@@ -1,0 +1,248 @@
+package claims
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// Claim is a claim taken by Claimer.Claim. Its methods write the record by
+// compare-and-swap on the version they last wrote, so once another restorer
+// took the claim over every method fails with ErrLeaseLost, and once
+// Release, Finish or Forget succeeded, with an error wrapping sink.ErrClosed.
+// A write that failed may have taken effect: the next call finds the record
+// holding this claim's token and goes on from there. It is safe for
+// concurrent use.
+type Claim struct {
+	c     *Claimer
+	name  string
+	found json.RawMessage // progress when taken
+	state State           // state when taken
+
+	mu      sync.Mutex
+	rec     Record // last written
+	version string
+	trusted time.Time // start of the last successful write
+	moved   bool      // Finish moved or deleted the segment already
+	lost    bool
+	ended   bool
+}
+
+// Name returns the segment's name.
+func (cl *Claim) Name() string { return cl.name }
+
+// Progress returns the progress saved by the previous holder when the claim
+// was taken (nil if none).
+func (cl *Claim) Progress() json.RawMessage { return cl.found }
+
+// WasQuarantined reports whether the previous holder moved the segment to
+// quarantine (it was since released from there).
+func (cl *Claim) WasQuarantined() bool { return cl.state == StateQuarantined }
+
+// TrustedUntil returns until when the claim can be relied on: the start of
+// its last successful write plus the lease less a fifth.
+func (cl *Claim) TrustedUntil() time.Time {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.lost || cl.ended {
+		return time.Time{}
+	}
+	return cl.trusted.Add(cl.c.lease - Margin(cl.c.lease))
+}
+
+// Margin is the part of a lease a holder does not rely on, for the latency of
+// renewing and clocks running at slightly different rates.
+func Margin(lease time.Duration) time.Duration { return lease / 5 }
+
+// Save renews the lease and records progress (nil keeps the last one).
+func (cl *Claim) Save(ctx context.Context, progress json.RawMessage) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	rec := cl.rec
+	if progress != nil {
+		rec.Progress = progress
+	}
+	return cl.writeLocked(ctx, "renew", rec)
+}
+
+// Release ends the claim, keeping the last saved progress: the segment may be
+// claimed by anyone at once and resumes there.
+func (cl *Claim) Release(ctx context.Context) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	rec := cl.rec
+	rec.Token, rec.State = "", StateOpen
+	if err := cl.writeLocked(ctx, "release", rec); err != nil {
+		return err
+	}
+	cl.ended = true
+	return nil
+}
+
+// Destination says where Finish takes a segment.
+type Destination struct {
+	// Delete removes the segment; otherwise it is moved to Area.
+	Delete bool
+	// Area is where the segment goes (archive, quarantine).
+	Area sink.Area
+	// Reason is kept with a segment moved to quarantine.
+	Reason string
+}
+
+// Finish ends the work on a ready segment: it fences the claim (the record
+// is marked finishing, so a claim taken over fails here, before anything
+// changes), deletes the segment or moves it, and then removes the record,
+// except for a segment moved to quarantine, whose record keeps its progress
+// (state quarantined, released) so that releasing it from quarantine never
+// feeds delivered records again. Each step can be repeated: a Finish that
+// failed may be called again, by this holder or, after the lease, by the one
+// who takes the claim over.
+func (cl *Claim) Finish(ctx context.Context, to Destination) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if err := cl.usableLocked("finish"); err != nil {
+		return err
+	}
+	if cl.moved {
+		return cl.endLocked(ctx, to) // a retry after the segment moved
+	}
+	rec := cl.rec
+	rec.State = StateFinishing
+	if err := cl.writeLocked(ctx, "finish", rec); err != nil {
+		return err
+	}
+	st := cl.c.store
+	var err error
+	if to.Delete {
+		err = st.Delete(ctx, sink.AreaReady, cl.name)
+		if errors.Is(err, sink.ErrNotFound) {
+			err = nil // deleted by an earlier attempt
+		}
+	} else {
+		err = st.Move(ctx, cl.name, sink.AreaReady, to.Area, to.Reason)
+		if errors.Is(err, sink.ErrNotFound) && cl.present(ctx, to.Area) {
+			err = nil // moved by an earlier attempt
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dlqdump: finish segment %s: %w", cl.name, err)
+	}
+	cl.moved = true
+	return cl.endLocked(ctx, to)
+}
+
+// endLocked ends the claim once the segment was moved or deleted.
+func (cl *Claim) endLocked(ctx context.Context, to Destination) error {
+	if !to.Delete && to.Area == sink.AreaQuarantine {
+		rec := cl.rec
+		rec.Token, rec.State = "", StateQuarantined
+		if err := cl.writeLocked(ctx, "finish", rec); err != nil {
+			return err
+		}
+		cl.ended = true
+		return nil
+	}
+	return cl.deleteLocked(ctx)
+}
+
+// present reports whether the segment is in area.
+func (cl *Claim) present(ctx context.Context, area sink.Area) bool {
+	f, err := cl.c.store.Open(ctx, area, cl.name)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
+}
+
+// Forget ends a claim on a segment that turned out to be gone (an earlier
+// holder finished it): its record is removed.
+func (cl *Claim) Forget(ctx context.Context) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if err := cl.usableLocked("forget"); err != nil {
+		return err
+	}
+	return cl.deleteLocked(ctx)
+}
+
+func (cl *Claim) deleteLocked(ctx context.Context) error {
+	err := cl.c.store.DeleteRecord(ctx, cl.name, cl.version)
+	if errors.Is(err, sink.ErrNotFound) {
+		err = nil // removed by an earlier attempt
+	}
+	if err != nil {
+		if errors.Is(err, sink.ErrConflict) {
+			return cl.lostLocked("finish", err)
+		}
+		return fmt.Errorf("dlqdump: remove the record of segment %s: %w", cl.name, err)
+	}
+	cl.ended = true
+	return nil
+}
+
+func (cl *Claim) usableLocked(op string) error {
+	if cl.lost {
+		return fmt.Errorf("%w: %s segment %s: the claim was taken over", ErrLeaseLost, op, cl.name)
+	}
+	if cl.ended {
+		return fmt.Errorf("%w: %s segment %s: the claim already ended", sink.ErrClosed, op, cl.name)
+	}
+	return nil
+}
+
+func (cl *Claim) lostLocked(op string, cause error) error {
+	cl.lost = true
+	return fmt.Errorf("%w: %s segment %s: %w", ErrLeaseLost, op, cl.name, cause)
+}
+
+// writeLocked writes rec (its Rev raised above the stored one) if the record
+// is still ours.
+func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
+	if err := cl.usableLocked(op); err != nil {
+		return err
+	}
+	for range 3 {
+		rec.Rev = cl.rec.Rev + 1
+		rec.Written = time.Now().UTC()
+		b := rec.marshal()
+		start := cl.c.now()
+		version, err := cl.c.store.WriteRecord(ctx, cl.name, b, cl.version)
+		if err == nil {
+			cl.rec, cl.version, cl.trusted = rec, version, start
+			return nil
+		}
+		// Failed, or took effect and reported failure, or another
+		// restorer wrote: the record tells which.
+		cur, curVersion, rerr := cl.c.store.ReadRecord(ctx, cl.name)
+		switch {
+		case errors.Is(rerr, sink.ErrNotFound):
+			return cl.lostLocked(op, fmt.Errorf("the record was removed: %w", err))
+		case rerr != nil:
+			return fmt.Errorf("dlqdump: %s segment %s: %w", op, cl.name, errors.Join(err, rerr))
+		case string(cur) == string(b):
+			cl.rec, cl.version, cl.trusted = rec, curVersion, start
+			return nil // this very write went through
+		}
+		r, ok := Parse(cur)
+		if !ok || r.Token != cl.rec.Token {
+			by := "a damaged record"
+			if ok {
+				by = fmt.Sprintf("%q", r.Owner)
+			}
+			return cl.lostLocked(op, fmt.Errorf("taken over by %s", by))
+		}
+		if !errors.Is(err, sink.ErrConflict) {
+			return fmt.Errorf("dlqdump: %s segment %s: %w", op, cl.name, err)
+		}
+		// An earlier write of ours went through after reporting
+		// failure: go on from it.
+		cl.rec.Rev, cl.version = r.Rev, curVersion
+	}
+	return fmt.Errorf("dlqdump: %s segment %s: its record keeps changing", op, cl.name)
+}

@@ -1,0 +1,213 @@
+// Package claims is dlqdump's one claim protocol: a lease on a ready segment,
+// kept in the segment's record (sink.Records) and changed only by
+// compare-and-swap, so that any number of restorers, in one process or many,
+// on one host or many, never work on one segment at once. The Restorer and
+// the dlqdump command both use it; sinks only store the bytes.
+//
+// A claim is identified by a random token, never by its owner's name, so two
+// restorers sharing a name never take each other's live claims. Expiry is
+// judged without comparing clocks across machines: an observer that sees a
+// held record unchanged (same version) for the holder's lease, measured by
+// its own monotonic clock from when it first saw that version, may take the
+// claim over; the holder renews every third of the lease and trusts its claim
+// only until its last successful write started plus the lease less a margin
+// (a fifth), so it stops before anyone can take over, whatever the clocks
+// say, as long as they run at about the same rate.
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// Errors of the claim protocol; package dlqdump re-exports them.
+var (
+	// ErrClaimed means another restorer holds a live claim on the segment.
+	ErrClaimed = errors.New("dlqdump: segment claimed by another restorer")
+	// ErrLeaseLost means the claim was taken over (or its record removed):
+	// the former holder must stop working on the segment at once.
+	ErrLeaseLost = errors.New("dlqdump: segment lease lost")
+)
+
+// MinLease is the shortest lease a Claimer accepts.
+const MinLease = 100 * time.Millisecond
+
+// Claimer takes claims on the ready segments of a store for one owner. It
+// remembers, per segment claimed by others, the version it last saw and since
+// when, to tell a dead holder's claim from a live one. It is safe for
+// concurrent use.
+type Claimer struct {
+	store sink.Reader
+	owner string
+	lease time.Duration
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	seen map[string]observation
+}
+
+type observation struct {
+	version string
+	since   time.Time // first seen with this version
+	looked  time.Time // last looked at
+}
+
+// Options tune a Claimer.
+type Options struct {
+	// Now returns the current time with a monotonic reading; tests give a
+	// fake clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives warnings about damaged records. Default: discard.
+	Logger *slog.Logger
+}
+
+// NewClaimer returns a Claimer taking claims for owner (a label for people)
+// with the given lease.
+func NewClaimer(store sink.Reader, owner string, lease time.Duration, opts *Options) (*Claimer, error) {
+	if lease < MinLease {
+		return nil, fmt.Errorf("%w: Lease: %s is shorter than %s", sink.ErrConfig, lease, MinLease)
+	}
+	c := &Claimer{store: store, owner: owner, lease: lease, now: time.Now, log: slog.New(slog.DiscardHandler), seen: map[string]observation{}}
+	if opts != nil && opts.Now != nil {
+		c.now = opts.Now
+	}
+	if opts != nil && opts.Logger != nil {
+		c.log = opts.Logger
+	}
+	return c, nil
+}
+
+// Lease returns the Claimer's lease.
+func (c *Claimer) Lease() time.Duration { return c.lease }
+
+// Owner returns the Claimer's owner label.
+func (c *Claimer) Owner() string { return c.owner }
+
+// Claim takes the claim on a ready segment. A segment without a record, or
+// whose claim was released, is taken at once; a held one only once this
+// Claimer has seen its record unchanged for the holder's lease (until then
+// ErrClaimed, and the observation goes on with the next call). The claim
+// keeps the progress the previous holder saved.
+//
+// Claim does not check that the segment exists: the caller opens it and, if
+// it is gone, calls Forget on the claim.
+func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
+	for attempt := 0; ; attempt++ {
+		cl, err := c.try(ctx, name)
+		if !errors.Is(err, errRetry) || attempt >= 2 {
+			if errors.Is(err, errRetry) {
+				err = fmt.Errorf("%w: segment %s: its record kept changing", ErrClaimed, name)
+			}
+			return cl, err
+		}
+	}
+}
+
+var errRetry = errors.New("retry")
+
+func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
+	data, version, err := c.store.ReadRecord(ctx, name)
+	var prev Record
+	switch {
+	case errors.Is(err, sink.ErrNotFound):
+		version = ""
+	case err != nil:
+		return nil, fmt.Errorf("dlqdump: claim %s: read record: %w", name, err)
+	default:
+		rec, ok := Parse(data)
+		if !ok {
+			// Treat it as a live claim of unknown lease: observed like
+			// any other, taken over once it stays unchanged.
+			c.log.Warn("a segment's claim record is damaged; it is taken over once unchanged for a lease", slog.String("segment", name))
+			rec = Record{V: Version, Token: "damaged", LeaseMS: c.lease.Milliseconds()}
+		}
+		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
+			return nil, fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), maxLease))
+		}
+		prev = rec
+	}
+	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
+		Written: time.Now().UTC(), Progress: prev.Progress}
+	start := c.now()
+	b := rec.marshal()
+	newVersion, err := c.store.WriteRecord(ctx, name, b, version)
+	if err != nil {
+		// The write may have happened though it reported failure: then
+		// the record holds our token.
+		cur, curVersion, rerr := c.store.ReadRecord(ctx, name)
+		if rerr != nil || string(cur) != string(b) {
+			if errors.Is(err, sink.ErrConflict) {
+				return nil, errRetry
+			}
+			return nil, fmt.Errorf("dlqdump: claim %s: write record: %w", name, err)
+		}
+		newVersion = curVersion
+	}
+	c.forget(name)
+	return &Claim{c: c, name: name, rec: rec, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}, nil
+}
+
+// expired reports whether the held record of name, at version, has been seen
+// unchanged for lease, and records the observation.
+func (c *Claimer) expired(name, version string, lease time.Duration) bool {
+	lease = min(lease, maxLease)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.seen[name]
+	if !ok || o.version != version {
+		c.seen[name] = observation{version: version, since: now, looked: now}
+		c.pruneLocked(now)
+		return false
+	}
+	o.looked = now
+	c.seen[name] = o
+	return now.Sub(o.since) >= lease
+}
+
+// pruneLocked drops observations not looked at for an hour, so that the
+// segments other restorers finished do not accumulate.
+func (c *Claimer) pruneLocked(now time.Time) {
+	if len(c.seen) < 256 {
+		return
+	}
+	for n, o := range c.seen {
+		if now.Sub(o.looked) > maxLease {
+			delete(c.seen, n)
+		}
+	}
+}
+
+func (c *Claimer) forget(name string) {
+	c.mu.Lock()
+	delete(c.seen, name)
+	c.mu.Unlock()
+}
+
+// Inspect reads the record of a segment without claiming it: nil when there
+// is none. live tells whether it is held and, as far as this Claimer has
+// seen, not expired (a held record seen for the first time counts as live).
+func (c *Claimer) Inspect(ctx context.Context, name string) (rec *Record, live bool, err error) {
+	data, version, err := c.store.ReadRecord(ctx, name)
+	if errors.Is(err, sink.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	r, ok := Parse(data)
+	if !ok {
+		r = Record{V: Version, Owner: "(damaged record)", Token: "damaged", LeaseMS: c.lease.Milliseconds()}
+	}
+	if !r.Held() {
+		return &r, false, nil
+	}
+	return &r, !c.expired(name, version, r.Lease(c.lease)), nil
+}

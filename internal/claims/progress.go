@@ -1,0 +1,134 @@
+package claims
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Progress is how far restoring a segment got, saved in its record with every
+// checkpoint. Every record before the position (Offset, Seq) was delivered,
+// or set aside: listed in Aside (not yet written anywhere else: it is still
+// only in the segment), or already copied into a side segment (a quarantine
+// segment, or a ready "remainder" holding what a filtered pass left). So
+// the progress describes all the work done, and a restorer that takes the
+// segment over, after any interruption, neither repeats nor loses any of it.
+type Progress struct {
+	// Offset and Seq are the position of the next record to handle
+	// (segment.Position).
+	Offset int64  `json:"offset"`
+	Seq    uint64 `json:"seq"`
+	// Delivered, Quarantined and Skipped count the records delivered,
+	// set aside for quarantine and left by filters so far.
+	Delivered   uint64 `json:"delivered"`
+	Quarantined uint64 `json:"quarantined,omitempty"`
+	Skipped     uint64 `json:"skipped,omitempty"`
+	// Aside lists the records before the position that were set aside and
+	// are not yet in a side segment, with Reasons holding their reasons.
+	Aside   []Aside  `json:"aside,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Sides counts the side segments written for this segment so far.
+	Sides int `json:"sides,omitempty"`
+	// Damaged counts the damaged blocks skipped, and Damage describes the
+	// first.
+	Damaged int    `json:"damaged,omitempty"`
+	Damage  string `json:"damage,omitempty"`
+	// Done says that every record was handled: what remains is to write
+	// the side segments for Aside and to finish the segment.
+	Done bool `json:"done,omitempty"`
+}
+
+// Aside is a run of consecutive records set aside in one block.
+type Aside struct {
+	// Offset is the offset of the block holding the records.
+	Offset int64 `json:"o"`
+	// From and To are the sequence numbers of the first record and of the
+	// one after the last.
+	From uint64 `json:"f"`
+	To   uint64 `json:"t"`
+	// Quarantine: the records go to quarantine with Reasons[Reason];
+	// otherwise they go back to the ready area (a filtered pass's
+	// remainder).
+	Quarantine bool `json:"q,omitempty"`
+	Reason     int  `json:"r,omitempty"`
+}
+
+// Records returns the number of records of a run.
+func (a Aside) Records() uint64 { return a.To - a.From }
+
+// Limits on a Progress, so that a record stays small; past them the Restorer
+// writes the side segments and empties Aside.
+const (
+	MaxAside   = 256
+	MaxReasons = 32
+	// MaxReasonLen bounds each reason kept.
+	MaxReasonLen = 256
+)
+
+// Full reports whether Aside or Reasons reached their limits.
+func (p *Progress) Full() bool { return len(p.Aside) >= MaxAside || len(p.Reasons) >= MaxReasons }
+
+// SetAside adds one record (seq, in the block at offset) to Aside, extending
+// the last run when it continues it.
+func (p *Progress) SetAside(offset int64, seq uint64, quarantine bool, reason string) {
+	r := 0
+	if quarantine {
+		r = p.reason(reason)
+	}
+	if n := len(p.Aside); n > 0 {
+		last := &p.Aside[n-1]
+		if last.Offset == offset && last.To == seq && last.Quarantine == quarantine && last.Reason == r {
+			last.To++
+			return
+		}
+	}
+	p.Aside = append(p.Aside, Aside{Offset: offset, From: seq, To: seq + 1, Quarantine: quarantine, Reason: r})
+}
+
+func (p *Progress) reason(s string) int {
+	if len(s) > MaxReasonLen {
+		s = s[:MaxReasonLen] + "..."
+	}
+	for i, r := range p.Reasons {
+		if r == s {
+			return i
+		}
+	}
+	p.Reasons = append(p.Reasons, s)
+	return len(p.Reasons) - 1
+}
+
+// Reason returns the reason of a quarantined run.
+func (p *Progress) Reason(a Aside) string {
+	if a.Reason >= 0 && a.Reason < len(p.Reasons) {
+		return p.Reasons[a.Reason]
+	}
+	return "unknown"
+}
+
+// Started reports whether any work was recorded.
+func (p *Progress) Started() bool {
+	return p.Offset != 0 || p.Seq != 0 || p.Delivered != 0 || p.Quarantined != 0 || p.Skipped != 0 || p.Done
+}
+
+// Marshal encodes p.
+func (p *Progress) Marshal() json.RawMessage {
+	b, _ := json.Marshal(p) // a Progress always marshals
+	return b
+}
+
+// ParseProgress decodes a record's progress; nil or empty is the start.
+func ParseProgress(b json.RawMessage) (Progress, error) {
+	var p Progress
+	if len(b) == 0 {
+		return p, nil
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
+	}
+	for _, a := range p.Aside {
+		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) {
+			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v", a)
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,107 @@
+package claims
+
+import (
+	"bytes"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// State is what a record says of its segment besides who holds it.
+type State string
+
+// States.
+const (
+	// StateOpen is a claim being worked on (with a token) or released
+	// (without one).
+	StateOpen State = ""
+	// StateFinishing is a claim whose holder is completing, archiving,
+	// moving or quarantining the segment: the record fences those steps.
+	StateFinishing State = "finishing"
+	// StateQuarantined is kept on the record of a segment moved to
+	// quarantine by its holder, with its progress, so that a segment
+	// released from quarantine resumes where it was left and never feeds
+	// delivered records again.
+	StateQuarantined State = "quarantined"
+)
+
+// Version is the format of the record this package writes.
+const Version = 2
+
+// Record is the JSON document a sink keeps per segment name (sink.Records):
+//
+//	{"v":2,"owner":"orders-7f3a","token":"…","rev":12,"lease_ms":30000,
+//	 "state":"","written":"2026-11-22T10:15:00.123Z","progress":{…}}
+//
+// Owner is a label for people; claims are told apart by Token, random per
+// claim, empty once released. Rev grows by one with every write, so no two
+// writes store the same bytes and a sink's content-derived version always
+// changes. LeaseMS is the holder's lease: an observer that sees the record
+// unchanged for that long, by its own monotonic clock, may take the claim
+// over. Written is the writer's wall clock, shown to people and never
+// compared across machines. Progress is the Restorer's checkpoint, opaque
+// here.
+type Record struct {
+	V        int             `json:"v"`
+	Owner    string          `json:"owner,omitempty"`
+	Token    string          `json:"token,omitempty"`
+	Rev      uint64          `json:"rev"`
+	LeaseMS  int64           `json:"lease_ms,omitempty"`
+	State    State           `json:"state,omitempty"`
+	Written  time.Time       `json:"written,omitzero"`
+	Progress json.RawMessage `json:"progress,omitempty"`
+}
+
+// Held reports whether a restorer holds the claim (until it expires).
+func (r *Record) Held() bool { return r.Token != "" }
+
+// Lease returns the holder's lease, at least min and at most maxLease.
+func (r *Record) Lease(min time.Duration) time.Duration {
+	d := time.Duration(r.LeaseMS) * time.Millisecond
+	return max(min, d)
+}
+
+// maxLease bounds the lease an observer honours, so that a damaged or
+// hostile record cannot keep a segment claimed for ever.
+const maxLease = time.Hour
+
+func (r *Record) marshal() []byte {
+	b, _ := json.Marshal(r) // a Record always marshals
+	return b
+}
+
+// Parse parses a record; ok is false for bytes that are not one. Claims
+// written by dlqdump before this format (fs claim files without "v", S3 claim
+// objects with "v":1) are read too: their checkpoint becomes the progress,
+// their wall-clock expiry is ignored.
+func Parse(b []byte) (r Record, ok bool) {
+	var doc struct {
+		Record
+		Checkpoint *json.RawMessage `json:"checkpoint"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&doc); err != nil {
+		return Record{}, false
+	}
+	r = doc.Record
+	if r.V < Version {
+		if doc.Checkpoint == nil {
+			return Record{}, false
+		}
+		r.V, r.Progress = Version, *doc.Checkpoint
+		if r.State != StateOpen {
+			r.State = StateFinishing
+		}
+	}
+	if r.Progress != nil && !json.Valid(r.Progress) {
+		return Record{}, false
+	}
+	return r, true
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

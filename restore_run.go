@@ -1,0 +1,405 @@
+package dlqdump
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// segRun is the restoring of one segment, or its dry run: the same steps, so
+// that a dry run reports what the real run would do.
+type segRun struct {
+	r    *Restorer
+	opts *RunOptions
+	rep  *Report
+	name string
+	dry  bool
+
+	ctx   context.Context
+	keep  *claims.Keeper // nil in a dry run
+	ended bool           // the claim was released or finished
+
+	f        sink.File
+	sr       *segment.Reader
+	hdr      segment.Header
+	prog     claims.Progress
+	lastSave time.Time
+	filtered bool
+
+	// Counted per record, added to the shared counters per block.
+	delivered, bytes uint64
+	reasons          reasonCounter
+}
+
+// stopDeadline bounds the writes that record where a cancelled run stopped.
+const stopDeadline = 5 * time.Second
+
+// restoreSegment claims a segment (or, in a dry run, reads its progress) and
+// restores it.
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report) error {
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered()}
+	g.reasons.m = rep.ByReason
+	var found json.RawMessage
+	if g.dry {
+		rec, _, err := r.claimer.Inspect(ctx, name)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			found = rec.Progress
+		}
+	} else {
+		cl, err := r.claimer.Claim(ctx, name)
+		if err != nil {
+			return err
+		}
+		g.keep = claims.Keep(ctx, cl, r.log)
+		g.ctx = g.keep.Context()
+		found = cl.Progress()
+		defer g.release()
+	}
+	g.lastSave = time.Now()
+	err := g.run(found)
+	if g.f != nil {
+		_ = g.f.Close()
+	}
+	return err
+}
+
+// release stops the claim's keeper and, unless the run ended the claim,
+// releases it, keeping the last saved progress.
+func (g *segRun) release() {
+	g.keep.Stop()
+	if g.ended || g.keep.Lost() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
+	defer cancel()
+	if err := g.keep.Claim().Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		g.r.log.Warn("releasing a claim failed; it is taken over after its lease", slog.String("segment", g.name), slog.Any("error", err))
+	}
+}
+
+func (g *segRun) run(found json.RawMessage) error {
+	r := g.r
+	prog, err := claims.ParseProgress(found)
+	if err != nil {
+		return g.quarantineWhole("progress", fmt.Sprintf("its restore progress cannot be trusted (%v); records may have been delivered already", err), 0)
+	}
+	g.prog = prog
+	g.f, err = r.c.Reader.Open(g.ctx, sink.AreaReady, g.name)
+	if errors.Is(err, sink.ErrNotFound) {
+		if g.keep != nil {
+			// An earlier holder finished it: drop the stale record.
+			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
+				g.ended = true
+			}
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	g.sr, err = segment.NewReader(g.f, g.f.Size(), &segment.ReaderOptions{Name: g.name})
+	if err != nil {
+		var ce *segment.CorruptError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		return g.quarantineWhole("damaged", "unreadable: "+err.Error(), 0)
+	}
+	g.hdr = g.sr.Header()
+	if v := Version(g.hdr.DataVersion); !r.versionOK(v) {
+		return g.versionMismatch(v)
+	}
+	if err := g.checkProgress(); err != nil {
+		return g.quarantineWhole("progress", err.Error(), 0)
+	}
+	if g.prog.Full() {
+		if err := g.writeSides(); err != nil {
+			return err
+		}
+	}
+	if !g.prog.Done {
+		if err := g.readBlocks(); err != nil {
+			return err
+		}
+		g.prog.Done = true
+		if err := g.save(true); err != nil {
+			return err
+		}
+	}
+	if err := g.writeSides(); err != nil {
+		return err
+	}
+	return g.finish()
+}
+
+// checkProgress checks the saved position against the segment: it must be
+// the start, the end, or a record of a block. A position the segment does
+// not have (a stale or damaged record) is an error: the segment is kept.
+func (g *segRun) checkProgress() error {
+	p := g.prog
+	if !p.Started() {
+		return nil
+	}
+	ft := g.sr.Footer()
+	if ft == nil {
+		return nil // unsealed: checked block by block as it is read
+	}
+	if p.Offset == segment.HeaderSize && p.Seq == 0 {
+		return nil
+	}
+	for _, b := range ft.Blocks {
+		if b.Offset == p.Offset && p.Seq >= b.FirstSeq && p.Seq < b.FirstSeq+uint64(b.Count) {
+			return g.checkAside(ft)
+		}
+	}
+	if end := g.blocksEnd(ft); p.Offset == end && p.Seq == ft.Records {
+		return g.checkAside(ft)
+	}
+	return fmt.Errorf("its checkpoint (offset %d, record %d) is not a record of the segment (%d blocks, %d records): the record holding it is stale or damaged", p.Offset, p.Seq, len(ft.Blocks), ft.Records)
+}
+
+// checkAside checks that every run set aside lies in a block before the
+// position.
+func (g *segRun) checkAside(ft *segment.Footer) error {
+	for _, a := range g.prog.Aside {
+		ok := false
+		for _, b := range ft.Blocks {
+			if b.Offset == a.Offset && a.From >= b.FirstSeq && a.To <= b.FirstSeq+uint64(b.Count) {
+				ok = a.To <= g.prog.Seq
+				break
+			}
+		}
+		if !ok {
+			return fmt.Errorf("its progress sets aside records %d..%d at offset %d, which the segment does not have before the checkpoint", a.From, a.To, a.Offset)
+		}
+	}
+	return nil
+}
+
+// blocksEnd returns the offset after the last block.
+func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
+	if n := len(ft.Blocks); n > 0 {
+		last := ft.Blocks[n-1]
+		return last.Offset + segment.BlockHeaderSize + int64(last.StoredLen)
+	}
+	return segment.HeaderSize
+}
+
+// readBlocks handles the records from the position on, checkpointing after
+// every block.
+func (g *segRun) readBlocks() error {
+	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
+	if err := g.sr.Seek(pos); err != nil {
+		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
+	}
+	blocks, stop := prefetch(g.sr)
+	defer stop()
+	for br := range blocks {
+		if br.err != nil {
+			if br.err == io.EOF { // the bare sentinel: the reader reached the end
+				break
+			}
+			var ce *segment.CorruptError
+			if !errors.As(br.err, &ce) {
+				return br.err
+			}
+			g.damaged(br.err)
+			continue
+		}
+		err := g.block(br.b)
+		br.release()
+		if err != nil {
+			return err
+		}
+	}
+	if !g.sr.AtEnd() {
+		return fmt.Errorf("dlqdump: segment %s: reading stopped at offset %d before the end; not completing it", g.name, g.sr.Pos().Offset)
+	}
+	g.prog.Offset, g.prog.Seq = g.sr.Pos().Offset, g.sr.Pos().Seq
+	return nil
+}
+
+// damaged records a damaged block: it is skipped, counted in the progress and
+// reported when the segment is finished.
+func (g *segRun) damaged(err error) {
+	if g.prog.Damaged == 0 {
+		g.prog.Damage = err.Error()
+	}
+	g.prog.Damaged++
+	g.rep.DamagedBlocks++
+	if !g.dry {
+		g.r.mw.Fail("corrupt")
+		g.r.log.Warn("skipping a damaged block", slog.String("segment", g.name), slog.Any("error", err))
+	}
+}
+
+// block handles the records of one block, then checkpoints.
+func (g *segRun) block(b *segment.Block) error {
+	defer g.flushCounts()
+	off := b.Info().Offset
+	for i := range b.Len() {
+		rec := b.Record(i)
+		if err := g.record(off, &rec); err != nil {
+			if errors.Is(err, errStop) || g.ctx.Err() != nil && !g.lost() {
+				// Stop at this record: it is the next to handle.
+				return g.stop(segment.Position{Offset: off, Seq: rec.Seq}, err)
+			}
+			return err
+		}
+	}
+	next := b.Next()
+	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
+	if g.r.stopping.Load() || !g.opts.stopAt.IsZero() && time.Now().After(g.opts.stopAt) {
+		return g.stop(next, errStop)
+	}
+	if err := g.save(false); err != nil {
+		return err
+	}
+	if g.prog.Full() {
+		return g.writeSides()
+	}
+	return nil
+}
+
+// lost reports whether the claim was lost (then nothing is saved).
+func (g *segRun) lost() bool { return g.keep != nil && g.keep.Lost() }
+
+// save records the progress: now when force is set or CheckpointInterval
+// passed since the last write, otherwise with the next renewal.
+func (g *segRun) save(force bool) error {
+	if g.dry {
+		return nil
+	}
+	p := g.prog.Marshal()
+	if !force && time.Since(g.lastSave) < g.r.c.CheckpointInterval {
+		g.keep.SetProgress(p)
+		return nil
+	}
+	if err := g.keep.Save(g.ctx, p); err != nil {
+		return fmt.Errorf("dlqdump: checkpoint segment %s: %w", g.name, err)
+	}
+	g.lastSave = time.Now()
+	return nil
+}
+
+// stop ends the run at pos: the progress is saved (with a deadline of its
+// own when the run was cancelled) and the claim released.
+func (g *segRun) stop(pos segment.Position, cause error) error {
+	g.prog.Offset, g.prog.Seq = pos.Offset, pos.Seq
+	if g.dry {
+		return cause
+	}
+	if g.lost() {
+		return fmt.Errorf("%w: segment %s", ErrLeaseLost, g.name)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
+	defer cancel()
+	if err := g.keep.Save(ctx, g.prog.Marshal()); err != nil {
+		return errors.Join(cause, fmt.Errorf("dlqdump: record where segment %s stopped: %w", g.name, err))
+	}
+	return cause
+}
+
+// finish completes the segment: it is deleted or archived, or, when blocks
+// were damaged, moved to quarantine with what was done to it.
+func (g *segRun) finish() error {
+	r := g.r
+	if g.prog.Damaged > 0 {
+		reason := fmt.Sprintf("%d damaged blocks (first: %s); its %d intact records were delivered (%d) or set aside (%d), as its claim record says",
+			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
+		return g.quarantineWhole("damaged", reason, 0)
+	}
+	if g.dry {
+		g.rep.Segments++
+		return nil
+	}
+	to := claims.Destination{Delete: !r.c.Archive, Area: sink.AreaArchive}
+	if err := g.end(to); err != nil {
+		return err
+	}
+	g.rep.Segments++
+	return nil
+}
+
+// end finishes the claim.
+func (g *segRun) end(to claims.Destination) error {
+	err := g.keep.Claim().Finish(context.WithoutCancel(g.ctx), to)
+	if err == nil {
+		g.ended = true
+	}
+	return err
+}
+
+// quarantineWhole moves the segment to quarantine with the reason; records
+// counts its records when known. Its record keeps the progress.
+func (g *segRun) quarantineWhole(label, reason string, records int) error {
+	g.rep.QuarantinedSegments++
+	g.rep.Quarantined += uint64(records)
+	if g.dry {
+		g.rep.ByReason["quarantine: "+label] += uint64(max(records, 1))
+		return nil
+	}
+	r := g.r
+	r.mw.Quarantine(label, records)
+	r.quarantined.Add(uint64(records))
+	r.log.Warn("quarantining a segment", slog.String("segment", g.name), slog.String("reason", reason))
+	if g.prog.Started() && !g.lost() {
+		if err := g.save(true); err != nil {
+			return err
+		}
+	}
+	return g.end(claims.Destination{Area: sink.AreaQuarantine, Reason: reason})
+}
+
+// versionMismatch applies the VersionPolicy to a segment of another version.
+func (g *segRun) versionMismatch(v Version) error {
+	r := g.r
+	reason := fmt.Sprintf("version %s, restorer expects %s", v, r.c.Version)
+	var records int
+	if f := g.sr.Footer(); f != nil {
+		records = int(f.Records)
+	}
+	switch r.c.VersionPolicy {
+	case VersionDelete:
+		g.rep.DeletedSegments++
+		if g.dry {
+			g.rep.ByReason["delete: version "+v.String()] += uint64(records)
+			return nil
+		}
+		r.log.Warn("deleting a segment of another version", slog.String("segment", g.name), slog.String("reason", reason), slog.Int("records", records))
+		r.mw.Fail("version_deleted")
+		return g.end(claims.Destination{Delete: true})
+	case VersionKeep:
+		if g.dry {
+			return nil
+		}
+		r.mu.Lock()
+		r.skip[g.name] = reason
+		r.mu.Unlock()
+		r.log.Info("leaving a segment of another version in place", slog.String("segment", g.name), slog.String("reason", reason))
+		return nil
+	}
+	return g.quarantineWhole("version", reason, records)
+}
+
+// flushCounts adds the block's counts to the Restorer's and the report's.
+func (g *segRun) flushCounts() {
+	if g.delivered > 0 && !g.dry {
+		g.r.restored.Add(g.delivered)
+		g.r.bytes.Add(g.bytes)
+		g.r.mw.Restore(int(g.delivered), int(g.bytes))
+	}
+	g.delivered, g.bytes = 0, 0
+	g.reasons.flush()
+}

@@ -1,0 +1,188 @@
+package dlqdump
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// writeSides copies the records set aside (the progress's Aside runs) into
+// side segments, one quarantine segment and one ready "remainder" at most,
+// and saves the progress without them. A side segment's name is derived from
+// the segment and the runs it holds, and its bytes from the segment alone,
+// so a run interrupted after publishing it finds it there on the next try
+// and does not write it twice.
+func (g *segRun) writeSides() error {
+	if len(g.prog.Aside) == 0 {
+		return nil
+	}
+	var quar, rest []claims.Aside
+	for _, a := range g.prog.Aside {
+		if a.Quarantine {
+			quar = append(quar, a)
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	for _, side := range []struct {
+		area sink.Area
+		runs []claims.Aside
+	}{{sink.AreaQuarantine, quar}, {sink.AreaReady, rest}} {
+		if len(side.runs) == 0 {
+			continue
+		}
+		if err := g.writeSide(side.area, side.runs); err != nil {
+			return err
+		}
+		g.prog.Sides++
+		g.rep.SideSegments++
+	}
+	g.prog.Aside, g.prog.Reasons = nil, nil
+	return g.save(true)
+}
+
+// writeSide writes one side segment holding the records of runs.
+func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
+	var records uint64
+	for _, a := range runs {
+		records += a.Records()
+	}
+	name := g.sideName(area, runs)
+	if g.dry {
+		return nil
+	}
+	src, err := segment.NewReader(g.f, g.f.Size(), &segment.ReaderOptions{Name: g.name})
+	if err != nil {
+		return fmt.Errorf("dlqdump: segment %s: reopen to copy the records set aside: %w", g.name, err)
+	}
+	ctx := g.ctx
+	sw, err := g.r.c.Reader.Create(ctx, area, name)
+	if err != nil {
+		return fmt.Errorf("%w: create %s segment %s: %w", ErrSink, area, name, err)
+	}
+	hdr := segment.Header{Codec: segment.CodecZstd, DataVersion: g.hdr.DataVersion, Created: g.hdr.Created, ID: sideID(g.hdr, name)}
+	w, err := segment.NewWriter(sw, hdr, nil)
+	if err == nil {
+		err = g.copyRuns(src, w, runs)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = sw.Commit(ctx)
+		if errors.Is(err, sink.ErrExist) {
+			// Published by an earlier, interrupted run.
+			g.r.log.Info("a side segment is there already", slog.String("segment", g.name), slog.String("side", name))
+			err = nil
+		}
+	}
+	if err != nil {
+		_ = sw.Abort()
+		return fmt.Errorf("%w: write %s segment %s for the records set aside from %s: %w", ErrSink, area, name, g.name, err)
+	}
+	g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
+	if area == sink.AreaQuarantine {
+		for label, n := range g.labels(runs) {
+			g.r.mw.Quarantine(label, int(n))
+		}
+		g.r.quarantined.Add(records)
+	}
+	return nil
+}
+
+// copyRuns copies the records of runs from src into w, with the reason and
+// origin of quarantined ones in their headers.
+func (g *segRun) copyRuns(src *segment.Reader, w *segment.Writer, runs []claims.Aside) error {
+	for _, a := range runs {
+		if err := src.Seek(segment.Position{Offset: a.Offset, Seq: a.From}); err != nil {
+			return err
+		}
+		for seq := a.From; seq < a.To; seq++ {
+			rec, err := src.Next()
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				return fmt.Errorf("read record %d: %w", seq, err)
+			}
+			if rec.Seq != seq {
+				return fmt.Errorf("read record %d: found record %d there", seq, rec.Seq)
+			}
+			var extra map[string]string
+			if a.Quarantine {
+				extra = map[string]string{
+					HeaderQuarantine: g.prog.Reason(a),
+					HeaderOrigin:     g.name + "#" + strconv.FormatUint(seq, 10),
+				}
+			}
+			if err := w.Copy(&rec, extra); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sideName returns the name of the side segment holding runs in area: the
+// segment's creation time, so it keeps its place in time, and an ID derived
+// from the segment's name and the runs.
+func (g *segRun) sideName(area sink.Area, runs []claims.Aside) string {
+	return segment.FileName(g.hdr.Created, sideID(g.hdr, g.name+"|"+area.String()+"|"+runsKey(runs, &g.prog)))
+}
+
+func runsKey(runs []claims.Aside, p *claims.Progress) string {
+	var b strings.Builder
+	for _, a := range runs {
+		fmt.Fprintf(&b, "%d:%d-%d", a.Offset, a.From, a.To)
+		if a.Quarantine {
+			b.WriteString(":" + p.Reason(a))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// sideID returns an ID for a segment created at h.Created: the time as
+// NewID has it, then bytes of a hash of key instead of random ones.
+func sideID(h segment.Header, key string) segment.ID {
+	id := segment.NewID(h.Created)
+	sum := sha256.Sum256([]byte(key))
+	copy(id[6:], sum[:10])
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(h.Created.UnixMilli()))
+	copy(id[:6], ms[2:])
+	return id
+}
+
+// labels counts quarantined records by metric label.
+func (g *segRun) labels(runs []claims.Aside) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, a := range runs {
+		m[reasonLabel(g.prog.Reason(a))] += a.Records()
+	}
+	return m
+}
+
+// reasonLabel returns the metric label of a quarantine reason.
+func reasonLabel(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "decode:"):
+		return "decode"
+	case strings.HasPrefix(reason, "refused"):
+		return "refused"
+	case strings.HasPrefix(reason, "replayed"):
+		return "replays"
+	}
+	return "other"
+}
+
+

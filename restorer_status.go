@@ -1,0 +1,122 @@
+package dlqdump
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// RestorerStats describe a Restorer and its store.
+type RestorerStats struct {
+	// Ready, Claimed and Quarantined count segments: ready to restore (of
+	// which Claimed are held by a live claim, this restorer's or
+	// another's) and quarantined. They are refreshed by every pass and,
+	// once Start was called, every CheckInterval.
+	Ready, Claimed, Quarantined int
+	// OldestReady is the age of the oldest ready segment's first record,
+	// 0 when none is ready; refreshed like Ready.
+	OldestReady time.Duration
+	// Refreshed is when the counts above were taken; zero before the
+	// first refresh.
+	Refreshed time.Time
+	// Restored, Retried and QuarantinedRecords count records since start.
+	Restored, Retried, QuarantinedRecords uint64
+	// Bytes counts payload bytes restored since start.
+	Bytes uint64
+	// LastError is the last error a pass or a refresh met, nil if none.
+	LastError error
+}
+
+// storeStatus is what a refresh found.
+type storeStatus struct {
+	readyNames           []string
+	ready, claimed, quar int
+	oldest               time.Duration
+	at                   time.Time
+}
+
+// refresh lists the store and updates the status and the gauges.
+func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
+	st := &storeStatus{}
+	now := time.Now()
+	for si, err := range r.c.Reader.List(ctx, sink.AreaReady) {
+		if err != nil {
+			return nil, fmt.Errorf("dlqdump: list ready segments: %w", err)
+		}
+		st.readyNames = append(st.readyNames, si.Name)
+	}
+	ready := make(map[string]bool, len(st.readyNames))
+	for _, n := range st.readyNames {
+		ready[n] = true
+	}
+	for name, err := range r.c.Reader.RecordNames(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("dlqdump: list claims: %w", err)
+		}
+		if !ready[name] {
+			continue
+		}
+		if _, live, err := r.claimer.Inspect(ctx, name); err == nil && live {
+			st.claimed++
+		}
+	}
+	for _, err := range r.c.Reader.List(ctx, sink.AreaQuarantine) {
+		if err != nil {
+			return nil, fmt.Errorf("dlqdump: list quarantined segments: %w", err)
+		}
+		st.quar++
+	}
+	st.ready = len(st.readyNames)
+	if st.ready > 0 {
+		if t, ok := segment.ParseFileName(st.readyNames[0]); ok {
+			st.oldest = max(now.Sub(t), 0)
+		}
+	}
+	st.at = now
+	r.status.Store(st)
+	r.mw.Source(st.ready, st.claimed, st.quar, st.oldest)
+	return st, nil
+}
+
+// statusLoop refreshes the status every CheckInterval until ctx ends.
+func (r *Restorer) statusLoop(ctx context.Context) {
+	defer r.bgWG.Done()
+	t := time.NewTicker(r.c.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		if _, err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			r.setErr(err)
+			r.log.Warn("refreshing the store's status failed", slog.Any("error", err))
+		}
+	}
+}
+
+// Stats returns the Restorer's counters and the store's status as of the
+// last refresh.
+func (r *Restorer) Stats() RestorerStats {
+	st := r.status.Load()
+	s := RestorerStats{
+		Ready:              st.ready,
+		Claimed:            st.claimed,
+		Quarantined:        st.quar,
+		OldestReady:        st.oldest,
+		Refreshed:          st.at,
+		Restored:           r.restored.Load(),
+		Retried:            r.retried.Load(),
+		QuarantinedRecords: r.quarantined.Load(),
+		Bytes:              r.bytes.Load(),
+	}
+	if e := r.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+	return s
+}

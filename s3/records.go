@@ -1,0 +1,163 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+func (s *store) recordKey(name string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	return s.prefix + ClaimsPrefix + name + ClaimSuffix, nil
+}
+
+// ReadRecord returns the record of name and its ETag.
+func (r *Reader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	s, err := r.state()
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := s.recordKey(name)
+	if err != nil {
+		return nil, "", err
+	}
+	var (
+		data []byte
+		etag string
+	)
+	err = s.call(ctx, "GetObject", key, 0, true, func(ctx context.Context) error {
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(out.Body, sink.MaxRecordSize+1))
+		if err != nil {
+			return err
+		}
+		data, etag = b, aws.ToString(out.ETag)
+		return nil
+	})
+	if notFound(err) {
+		return nil, "", fmt.Errorf("%w: record of %s: %w", sink.ErrNotFound, name, err)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if len(data) > sink.MaxRecordSize {
+		return nil, "", s.opErr("GetObject", key, fmt.Errorf("record larger than %d bytes", sink.MaxRecordSize))
+	}
+	return data, etag, nil
+}
+
+// WriteRecord stores data as the record of name if its ETag is ifVersion
+// (If-Match), or, with ifVersion "", if there is none (If-None-Match: *).
+func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	s, err := r.state()
+	if err != nil {
+		return "", err
+	}
+	key, err := s.recordKey(name)
+	if err != nil {
+		return "", err
+	}
+	if len(data) == 0 || len(data) > sink.MaxRecordSize {
+		return "", fmt.Errorf("dlqdump: s3: record of %s: %d bytes (want 1 to %d)", name, len(data), sink.MaxRecordSize)
+	}
+	var etag string
+	err = s.call(ctx, "PutObject", key, 0, true, func(ctx context.Context) error {
+		in := &awss3.PutObjectInput{
+			Bucket:        &s.bucket,
+			Key:           &key,
+			Body:          bytes.NewReader(data),
+			ContentLength: aws.Int64(int64(len(data))),
+			ContentType:   aws.String("application/json"),
+		}
+		if ifVersion == "" {
+			in.IfNoneMatch = aws.String("*")
+		} else {
+			in.IfMatch = aws.String(ifVersion)
+		}
+		out, err := s.client.PutObject(ctx, in)
+		if err == nil {
+			etag = aws.ToString(out.ETag)
+		}
+		return err
+	})
+	if preconditionFailed(err) || ifVersion != "" && notFound(err) {
+		return "", fmt.Errorf("%w: record of %s: %w", sink.ErrConflict, name, err)
+	}
+	return etag, err
+}
+
+// DeleteRecord removes the record of name, sending If-Match: ifVersion (see
+// the Reader's documentation for servers that ignore it).
+func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+	s, err := r.state()
+	if err != nil {
+		return err
+	}
+	key, err := s.recordKey(name)
+	if err != nil {
+		return err
+	}
+	if _, err := s.head(ctx, key); err != nil {
+		if notFound(err) {
+			return fmt.Errorf("%w: record of %s: %w", sink.ErrNotFound, name, err)
+		}
+		return err
+	}
+	err = s.call(ctx, "DeleteObject", key, 0, true, func(ctx context.Context) error {
+		in := &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}
+		if ifVersion != "" {
+			in.IfMatch = aws.String(ifVersion)
+		}
+		_, err := s.client.DeleteObject(ctx, in)
+		if notFound(err) {
+			return nil
+		}
+		return err
+	})
+	if preconditionFailed(err) {
+		return fmt.Errorf("%w: record of %s: %w", sink.ErrConflict, name, err)
+	}
+	return err
+}
+
+// RecordNames lists the names with a record, sorted.
+func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		s, err := r.state()
+		if err != nil {
+			yield("", err)
+			return
+		}
+		prefix := s.prefix + ClaimsPrefix
+		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if obj == nil {
+				continue
+			}
+			name, ok := strings.CutSuffix(strings.TrimPrefix(aws.ToString(obj.Key), prefix), ClaimSuffix)
+			if !ok || checkName(name) != nil {
+				continue
+			}
+			if !yield(name, nil) {
+				return
+			}
+		}
+	}
+}
