@@ -185,3 +185,7 @@ func (s *faultySegment) Close() error {
 	}
 	return nil
 }
+
+func segmentReader(f *os.File, size int64) (*segment.Reader, error) {
+	return segment.NewReader(f, size, nil)
+}

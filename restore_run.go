@@ -45,6 +45,10 @@ const stopDeadline = 5 * time.Second
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
 // restores it.
 func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
+	defer stop()
 	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered()}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
@@ -137,6 +141,9 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
+	if g.untouched() {
+		return g.finish()
+	}
 	if err := g.writeSides(); err != nil {
 		return err
 	}
@@ -148,25 +155,32 @@ func (g *segRun) run(found json.RawMessage) error {
 // not have (a stale or damaged record) is an error: the segment is kept.
 func (g *segRun) checkProgress() error {
 	p := g.prog
-	if !p.Started() {
+	if !p.Started() && len(p.Aside) == 0 {
 		return nil
 	}
 	ft := g.sr.Footer()
 	if ft == nil {
 		return nil // unsealed: checked block by block as it is read
 	}
-	if p.Offset == segment.HeaderSize && p.Seq == 0 {
-		return nil
+	if !g.positionOK(ft) {
+		return fmt.Errorf("its checkpoint (offset %d, record %d) is not a record of the segment (%d blocks, %d records): the record holding it is stale or damaged", p.Offset, p.Seq, len(ft.Blocks), ft.Records)
+	}
+	return g.checkAside(ft)
+}
+
+// positionOK reports whether the progress's position is the start, the end
+// or a record of a block.
+func (g *segRun) positionOK(ft *segment.Footer) bool {
+	p := g.prog
+	if p.Offset == 0 && p.Seq == 0 || p.Offset == segment.HeaderSize && p.Seq == 0 {
+		return true
 	}
 	for _, b := range ft.Blocks {
 		if b.Offset == p.Offset && p.Seq >= b.FirstSeq && p.Seq < b.FirstSeq+uint64(b.Count) {
-			return g.checkAside(ft)
+			return true
 		}
 	}
-	if end := g.blocksEnd(ft); p.Offset == end && p.Seq == ft.Records {
-		return g.checkAside(ft)
-	}
-	return fmt.Errorf("its checkpoint (offset %d, record %d) is not a record of the segment (%d blocks, %d records): the record holding it is stale or damaged", p.Offset, p.Seq, len(ft.Blocks), ft.Records)
+	return p.Offset == g.blocksEnd(ft) && p.Seq == ft.Records
 }
 
 // checkAside checks that every run set aside lies in a block before the
@@ -320,6 +334,19 @@ func (g *segRun) finish() error {
 			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
 		return g.quarantineWhole("damaged", reason, 0)
 	}
+	if g.untouched() {
+		// A filtered pass that selected none of its records leaves it
+		// as it was, rather than copying it whole into a remainder.
+		g.prog.Aside = nil
+		if g.dry {
+			return nil
+		}
+		if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err != nil {
+			return err
+		}
+		g.ended = true
+		return nil
+	}
 	if g.dry {
 		g.rep.Segments++
 		return nil
@@ -330,6 +357,13 @@ func (g *segRun) finish() error {
 	}
 	g.rep.Segments++
 	return nil
+}
+
+// untouched reports whether the run did nothing to the segment but skip all
+// of its records.
+func (g *segRun) untouched() bool {
+	p := &g.prog
+	return p.Delivered == 0 && p.Quarantined == 0 && p.Sides == 0 && p.Damaged == 0 && p.Skipped > 0
 }
 
 // end finishes the claim.

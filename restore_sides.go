@@ -117,6 +117,9 @@ func (g *segRun) copyRuns(src *segment.Reader, w *segment.Writer, runs []claims.
 			if rec.Seq != seq {
 				return fmt.Errorf("read record %d: found record %d there", seq, rec.Seq)
 			}
+			if !a.Has(seq) {
+				continue
+			}
 			var extra map[string]string
 			if a.Quarantine {
 				extra = map[string]string{
@@ -142,7 +145,7 @@ func (g *segRun) sideName(area sink.Area, runs []claims.Aside) string {
 func runsKey(runs []claims.Aside, p *claims.Progress) string {
 	var b strings.Builder
 	for _, a := range runs {
-		fmt.Fprintf(&b, "%d:%d-%d", a.Offset, a.From, a.To)
+		fmt.Fprintf(&b, "%d:%d-%d:%x", a.Offset, a.From, a.To, a.Mask)
 		if a.Quarantine {
 			b.WriteString(":" + p.Reason(a))
 		}
@@ -184,5 +187,3 @@ func reasonLabel(reason string) string {
 	}
 	return "other"
 }
-
-

@@ -45,6 +45,8 @@ type Restorer struct {
 
 	run      chan struct{} // a token: one pass at a time
 	stopping atomic.Bool   // Close: stop at the next block
+	closing  context.Context
+	close    context.CancelFunc // Close: stop waiting, at the next record
 	mu       sync.Mutex
 	closed   bool
 	skip     map[string]string // segments left in place (VersionKeep), by reason
@@ -129,6 +131,10 @@ type Report struct {
 	QuarantinedSegments, DeletedSegments int
 	// SideSegments counts the quarantine and remainder segments written.
 	SideSegments int
+	// Claimed counts the segments left alone because another restorer
+	// holds them (or held them, until its claim is seen unchanged for its
+	// lease).
+	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
 	// ByReason counts delivered records by their HeaderReason ("" when
@@ -163,6 +169,7 @@ func NewRestorer(config *Config) (*Restorer, error) {
 		r.limiter = rate.NewLimiter(rate.Limit(c.RateLimit), max(1, int(c.RateLimit/100)))
 	}
 	r.status.Store(&storeStatus{})
+	r.closing, r.close = context.WithCancel(context.Background())
 	if err := recoverSink(c.Reader, r.log, r.mw); err != nil {
 		return nil, err
 	}
@@ -219,12 +226,17 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			continue
 		}
 		err := r.restoreSegment(ctx, si, &opts, &rep)
+		if err != nil && r.closing.Err() != nil && ctx.Err() == nil {
+			return rep, errors.Join(append(errs, ErrClosed)...)
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, errStop):
 			return rep, errors.Join(errs...)
-		case errors.Is(err, ErrClaimed), errors.Is(err, ErrNotFound):
-			// Another restorer has it, or finished it.
+		case errors.Is(err, ErrClaimed):
+			rep.Claimed++ // another restorer has it
+		case errors.Is(err, ErrNotFound):
+			// Another restorer finished it.
 		case ctx.Err() != nil:
 			return rep, ctx.Err()
 		default:
@@ -310,18 +322,17 @@ func (r *Restorer) passLoop(ctx context.Context) {
 	}
 }
 
-// Close stops background passes, letting the segment in progress reach its
-// next block and release its claim, for at most twice the lease. A second
-// call returns ErrClosed.
+// Close stops background passes and the pass in progress, which records
+// where it stopped (at the record it was about to deliver) and releases its
+// claim; it waits for that for at most twice the lease. A second call returns
+// ErrClosed.
 func (r *Restorer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.c.Lease)
 	defer cancel()
 	return r.Shutdown(ctx)
 }
 
-// Shutdown is Close bounded by ctx: when ctx ends, the pass in progress is
-// cancelled; it still records where it stopped and releases its claim, with
-// a short deadline of its own.
+// Shutdown is Close bounded by ctx.
 func (r *Restorer) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -332,6 +343,7 @@ func (r *Restorer) Shutdown(ctx context.Context) error {
 	r.stopping.Store(true)
 	cancel := r.bgCancel
 	r.mu.Unlock()
+	r.close()
 	// Wait for a pass in progress (background or not) to stop.
 	select {
 	case r.run <- struct{}{}:

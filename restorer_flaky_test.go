@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // flakyReader is an fs.Reader whose segments fail reads past an offset with
@@ -22,16 +23,16 @@ type flakyReader struct {
 	failing atomic.Bool
 }
 
-func (r *flakyReader) Open(ctx context.Context, area dlqdump.Area, name string) (dlqdump.SegmentFile, error) {
+func (r *flakyReader) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
 	f, err := r.Reader.Open(ctx, area, name)
 	if err != nil {
 		return nil, err
 	}
-	return &flakyFile{SegmentFile: f, r: r}, nil
+	return &flakyFile{File: f, r: r}, nil
 }
 
 type flakyFile struct {
-	dlqdump.SegmentFile
+	sink.File
 	r *flakyReader
 }
 
@@ -40,7 +41,7 @@ func (f *flakyFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.r.failing.Load() && off >= f.r.failAt && off < f.Size()-16<<10 {
 		return 0, &url.Error{Op: "Get", URL: "http://s3.local/bucket/segment", Err: io.EOF}
 	}
-	return f.SegmentFile.ReadAt(p, off)
+	return f.File.ReadAt(p, off)
 }
 
 // A read failing with an error that wraps io.EOF (a dropped connection) is an
@@ -52,7 +53,7 @@ func TestRestoreDroppedConnectionIsNotEndOfSegment(t *testing.T) {
 	dumpItems(t, dir, dlqdump.Config{Capacity: 16 * dlqdump.Megabyte, BlockSize: 8 * dlqdump.Kilobyte, Codec: dlqdump.NoCompression}, all)
 	rd := &flakyReader{Reader: &fs.Reader{Directory: dir}, failAt: 300 << 10}
 	rd.failing.Store(true)
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: rd, Queue: dst})
 	if err := r.Restore(context.Background()); err == nil {
 		t.Fatal("the pass reported no error although reads failed")

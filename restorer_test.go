@@ -20,11 +20,12 @@ import (
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
-// sink collects what a Restorer delivers. It can refuse a share of calls and
+// dest collects what a Restorer delivers. It can refuse a share of calls and
 // report a Rate.
-type sink struct {
+type dest struct {
 	mu      sync.Mutex
 	items   []string
 	refuse  float64 // probability of refusing a call
@@ -34,7 +35,7 @@ type sink struct {
 	rate    atomic.Value // float32
 }
 
-func (s *sink) Enqueue(x any) error {
+func (s *dest) Enqueue(x any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -57,7 +58,7 @@ func (s *sink) Enqueue(x any) error {
 	return nil
 }
 
-func (s *sink) got() []string {
+func (s *dest) got() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.items)
@@ -158,7 +159,7 @@ func TestRestoreKoykovRoundTrip(t *testing.T) {
 		t.Fatalf("%d segments left after a complete restore", n)
 	}
 	s := r.Stats()
-	if s.Restored != uint64(restored) || s.Ready == 0 {
+	if s.Restored != uint64(restored) || s.Ready != 0 || s.Refreshed.IsZero() {
 		t.Fatalf("stats %+v, restored %d", s, restored)
 	}
 	t.Logf("%d items: %d processed at the source, %d dumped and restored", len(all), len(all)-restored, restored)
@@ -170,7 +171,7 @@ func TestRestoreRefusingDestination(t *testing.T) {
 	dir := t.TempDir()
 	all := itemsN("refuse", 3000)
 	dumpItems(t, dir, dlqdump.Config{Capacity: 16 * dlqdump.Kilobyte}, all)
-	dst := &sink{refuse: 0.3, rng: rand.New(rand.NewPCG(3, 4))}
+	dst := &dest{refuse: 0.3, rng: rand.New(rand.NewPCG(3, 4))}
 	r := newRestorer(t, dlqdump.Config{
 		Reader: &fs.Reader{Directory: dir}, Queue: dst,
 		RetryBase: 10 * time.Microsecond, RetryMax: 100 * time.Microsecond, MaxAttempts: 1000,
@@ -193,7 +194,7 @@ func TestRestoreRefusingDestination(t *testing.T) {
 func TestRestoreQuarantinesRefused(t *testing.T) {
 	dir := t.TempDir()
 	dumpItems(t, dir, dlqdump.Config{}, []string{"a", "b", "c"})
-	dst := &sink{refuse: 1, rng: rand.New(rand.NewPCG(1, 1))}
+	dst := &dest{refuse: 1, rng: rand.New(rand.NewPCG(1, 1))}
 	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, RetryBase: time.Microsecond, RetryMax: time.Microsecond, MaxAttempts: 3})
 	rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
 	if err != nil {
@@ -221,7 +222,7 @@ func TestRestoreVersionAndDecodeQuarantine(t *testing.T) {
 	v1, v2 := dlqdump.NewVersion(1, 0, 0, 0), dlqdump.NewVersion(2, 0, 0, 0)
 	dumpItems(t, dir, dlqdump.Config{Version: v1}, []string{`"old-1"`, `"old-2"`})
 	dumpItems(t, dir, dlqdump.Config{Version: v2}, []string{`"new-1"`, `not json`, `"new-2"`})
-	dst := &sink{}
+	dst := &dest{}
 	rd := &fs.Reader{Directory: dir}
 	r := newRestorer(t, dlqdump.Config{Version: v2, Reader: rd, Queue: dst, Decoder: decoder.JSONOf[string]()})
 	rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
@@ -234,7 +235,7 @@ func TestRestoreVersionAndDecodeQuarantine(t *testing.T) {
 	if rep.QuarantinedSegments != 1 || rep.Quarantined != 3 {
 		t.Fatalf("report %+v", rep)
 	}
-	var quarantined []dlqdump.SegmentInfo
+	var quarantined []sink.Info
 	for si, err := range rd.List(context.Background(), dlqdump.AreaQuarantine) {
 		if err != nil {
 			t.Fatal(err)
@@ -266,7 +267,7 @@ func TestRestoreVersionAndDecodeQuarantine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dst2 := &sink{}
+	dst2 := &dest{}
 	r2 := newRestorer(t, dlqdump.Config{Version: v2, Reader: rd, Queue: dst2,
 		VersionCompatible: func(seg, want dlqdump.Version) bool { return seg.Major() <= want.Major() }})
 	if _, err := r2.Run(context.Background(), dlqdump.RunOptions{}); err != nil {
@@ -330,7 +331,7 @@ func TestRestoreRateLimit(t *testing.T) {
 	dir := t.TempDir()
 	const rate = 2000.0
 	dumpItems(t, dir, dlqdump.Config{}, itemsN("rate", 6000))
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, RateLimit: rate})
 	start := time.Now()
 	rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
@@ -395,7 +396,7 @@ func TestRestoreSelective(t *testing.T) {
 	rd := &fs.Reader{Directory: dir}
 
 	// Dry run.
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: rd, Queue: dst})
 	rep, err := r.Run(context.Background(), dlqdump.RunOptions{DryRun: true})
 	if err != nil {
@@ -454,7 +455,7 @@ func TestRestoreTimeRange(t *testing.T) {
 	mid := time.Now()
 	time.Sleep(20 * time.Millisecond)
 	dumpItems(t, dir, dlqdump.Config{}, []string{"late-1"})
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst})
 	if _, err := r.Run(context.Background(), dlqdump.RunOptions{Since: mid}); err != nil {
 		t.Fatal(err)
@@ -491,7 +492,7 @@ func TestRestoreRunAt(t *testing.T) {
 // Background mode polls every CheckInterval until Close, which is safe twice.
 func TestRestoreBackground(t *testing.T) {
 	dir := t.TempDir()
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, CheckInterval: 20 * time.Millisecond})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
@@ -533,7 +534,7 @@ func TestDailyWindow(t *testing.T) {
 	now := time.Now().In(moscow)
 	h := time.Duration(now.Hour()) * time.Hour
 	closed := dlqdump.Window{Start: (h + 2*time.Hour) % (24 * time.Hour), End: (h + 3*time.Hour) % (24 * time.Hour), Location: moscow}
-	dst := &sink{}
+	dst := &dest{}
 	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, CheckInterval: 10 * time.Millisecond, Windows: []dlqdump.Window{closed}})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
@@ -559,7 +560,7 @@ func TestDailyWindow(t *testing.T) {
 
 func TestRestorerConfigErrorsNameTheField(t *testing.T) {
 	rd := &fs.Reader{Directory: t.TempDir()}
-	dst := &sink{}
+	dst := &dest{}
 	dec := decoder.Fallthrough{}
 	for _, tc := range []struct {
 		c     *dlqdump.Config

@@ -160,8 +160,8 @@ func (cl *Claim) present(ctx context.Context, area sink.Area) bool {
 	return true
 }
 
-// Forget ends a claim on a segment that turned out to be gone (an earlier
-// holder finished it): its record is removed.
+// Forget ends a claim by removing its record: for a segment that turned out
+// to be gone (an earlier holder finished it), or one left as it was.
 func (cl *Claim) Forget(ctx context.Context) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()

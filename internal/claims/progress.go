@@ -3,6 +3,7 @@ package claims
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 )
 
 // Progress is how far restoring a segment got, saved in its record with every
@@ -37,7 +38,10 @@ type Progress struct {
 	Done bool `json:"done,omitempty"`
 }
 
-// Aside is a run of consecutive records set aside in one block.
+// Aside is a run of records set aside in one block: all of [From, To), or,
+// with Mask, those whose bit is set (bit i of Mask is record From+i), so that
+// records set aside between others (a filter selecting every other record)
+// still take a few bits each.
 type Aside struct {
 	// Offset is the offset of the block holding the records.
 	Offset int64 `json:"o"`
@@ -45,6 +49,8 @@ type Aside struct {
 	// one after the last.
 	From uint64 `json:"f"`
 	To   uint64 `json:"t"`
+	// Mask, when set, selects records of [From, To).
+	Mask []byte `json:"m,omitempty"`
 	// Quarantine: the records go to quarantine with Reasons[Reason];
 	// otherwise they go back to the ready area (a filtered pass's
 	// remainder).
@@ -53,7 +59,31 @@ type Aside struct {
 }
 
 // Records returns the number of records of a run.
-func (a Aside) Records() uint64 { return a.To - a.From }
+func (a Aside) Records() uint64 {
+	if a.Mask == nil {
+		return a.To - a.From
+	}
+	var n uint64
+	for _, b := range a.Mask {
+		n += uint64(bits.OnesCount8(b))
+	}
+	return n
+}
+
+// Has reports whether the run holds record seq.
+func (a Aside) Has(seq uint64) bool {
+	if seq < a.From || seq >= a.To {
+		return false
+	}
+	if a.Mask == nil {
+		return true
+	}
+	i := seq - a.From
+	return a.Mask[i/8]&(1<<(i%8)) != 0
+}
+
+// maxMaskRecords bounds the span of a masked run.
+const maxMaskRecords = 1 << 16
 
 // Limits on a Progress, so that a record stays small; past them the Restorer
 // writes the side segments and empties Aside.
@@ -76,12 +106,33 @@ func (p *Progress) SetAside(offset int64, seq uint64, quarantine bool, reason st
 	}
 	if n := len(p.Aside); n > 0 {
 		last := &p.Aside[n-1]
-		if last.Offset == offset && last.To == seq && last.Quarantine == quarantine && last.Reason == r {
-			last.To++
+		if last.Offset == offset && last.To <= seq && last.Quarantine == quarantine && last.Reason == r && seq-last.From < maxMaskRecords {
+			last.add(seq)
 			return
 		}
 	}
 	p.Aside = append(p.Aside, Aside{Offset: offset, From: seq, To: seq + 1, Quarantine: quarantine, Reason: r})
+}
+
+// add extends the run to seq (>= To), masking the records in between out.
+func (a *Aside) add(seq uint64) {
+	if seq == a.To && a.Mask == nil {
+		a.To++
+		return
+	}
+	if a.Mask == nil {
+		n := a.To - a.From
+		a.Mask = make([]byte, (n+7)/8)
+		for i := range n {
+			a.Mask[i/8] |= 1 << (i % 8)
+		}
+	}
+	i := seq - a.From
+	for uint64(len(a.Mask)) <= i/8 {
+		a.Mask = append(a.Mask, 0)
+	}
+	a.Mask[i/8] |= 1 << (i % 8)
+	a.To = seq + 1
 }
 
 func (p *Progress) reason(s string) int {
@@ -126,7 +177,8 @@ func ParseProgress(b json.RawMessage) (Progress, error) {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
 	}
 	for _, a := range p.Aside {
-		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) {
+		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) ||
+			a.Mask != nil && (a.To-a.From > maxMaskRecords || uint64(len(a.Mask)) != (a.To-a.From+7)/8) {
 			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v", a)
 		}
 	}
