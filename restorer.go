@@ -43,15 +43,16 @@ type Restorer struct {
 	claimer *claims.Claimer
 	limiter *rate.Limiter // nil without RateLimit
 
-	run      chan struct{} // a token: one pass at a time
-	stopping atomic.Bool   // Close: stop at the next block
-	closing  context.Context
-	close    context.CancelFunc // Close: stop waiting, at the next record
-	mu       sync.Mutex
-	closed   bool
-	skip     map[string]string // segments left in place (VersionKeep), by reason
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
+	run       chan struct{} // a token: one pass at a time
+	recovered bool          // the Reader recovered (owned by the pass holding run)
+	stopping  atomic.Bool   // Close: stop at the next block
+	closing   context.Context
+	close     context.CancelFunc // Close: stop waiting, at the next record
+	mu        sync.Mutex
+	closed    bool
+	skip      map[string]string // segments left in place (VersionKeep), by reason
+	bgCancel  context.CancelFunc
+	bgWG      sync.WaitGroup
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
@@ -148,7 +149,9 @@ type Report struct {
 var errStop = errors.New("dlqdump: pass stopped")
 
 // NewRestorer validates the config and returns a Restorer. It does nothing
-// until Restore, Run, RunAt or Start is called.
+// until Restore, Run, RunAt or Start is called; the first pass that may
+// change the store (not a dry run) first lets a Reader that implements
+// sink.Recoverer recover what crashed writers left.
 func NewRestorer(config *Config) (*Restorer, error) {
 	c, err := config.restorerConfig()
 	if err != nil {
@@ -170,9 +173,6 @@ func NewRestorer(config *Config) (*Restorer, error) {
 	}
 	r.status.Store(&storeStatus{})
 	r.closing, r.close = context.WithCancel(context.Background())
-	if err := recoverSink(c.Reader, r.log, r.mw); err != nil {
-		return nil, err
-	}
 	return r, nil
 }
 
@@ -200,6 +200,13 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		defer func() { <-r.run }()
 	case <-ctx.Done():
 		return rep, ctx.Err()
+	}
+	if !opts.DryRun && !r.recovered {
+		if err := recoverSink(r.c.Reader, r.log, r.mw); err != nil {
+			r.setErr(err)
+			return rep, err
+		}
+		r.recovered = true
 	}
 	st, err := r.refresh(ctx)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 // A Writer and a Reader on one directory pass the sink conformance suite.
+// fs.Reader.DeleteRecord is conditional, as the suite requires by default.
 func TestConformance(t *testing.T) {
 	sinktest.Run(t, func(t *testing.T) sinktest.Store {
 		dir := t.TempDir()

@@ -9,14 +9,16 @@ import (
 	"os"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
-// A restorer lists the ready segments, claims one, reads it, records its
-// progress and completes it. dlqdump.Restorer does all this given
-// Config.Reader = &fs.Reader{Directory: dir}.
+// Reading a dump directory by hand: list the ready segments, read each one
+// and archive it. dlqdump.Restorer does this given
+// Config.Reader = &fs.Reader{Directory: dir}, and more: it claims each segment
+// first (so that restorers sharing the directory never restore one segment
+// twice), records its progress, and delivers the records.
 func ExampleReader() {
 	dir, err := os.MkdirTemp("", "dlqdump-example-")
 	if err != nil {
@@ -50,18 +52,11 @@ func ExampleReader() {
 	}
 
 	rd := &fs.Reader{Directory: dir}
-	for si, err := range rd.List(ctx, dlqdump.AreaReady) {
+	for si, err := range rd.List(ctx, sink.AreaReady) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		claim, err := rd.Claim(ctx, si.Name, "example-restorer", time.Minute)
-		if errors.Is(err, dlqdump.ErrClaimed) || errors.Is(err, dlqdump.ErrNotFound) {
-			continue // another restorer has it
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		f, err := rd.Open(ctx, dlqdump.AreaReady, si.Name)
+		f, err := rd.Open(ctx, sink.AreaReady, si.Name)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -69,11 +64,6 @@ func ExampleReader() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		// Resume where an earlier claim holder stopped.
-		if err := r.Seek(claim.Checkpoint().Position); err != nil {
-			log.Fatal(err)
-		}
-		var delivered uint64
 		for {
 			rec, err := r.Next()
 			if errors.Is(err, io.EOF) {
@@ -84,18 +74,13 @@ func ExampleReader() {
 			}
 			source, _ := rec.Headers.Get("source")
 			fmt.Printf("%s: %s\n", source, rec.Payload)
-			delivered++
-			// Record progress now and then; this renews the lease too.
-			if err := claim.Renew(ctx, dlqdump.Checkpoint{Position: r.Pos(), Delivered: delivered}); err != nil {
-				log.Fatal(err)
-			}
 		}
 		f.Close()
-		if err := claim.Complete(ctx, true); err != nil {
+		if err := rd.Move(ctx, si.Name, sink.AreaReady, sink.AreaArchive, ""); err != nil {
 			log.Fatal(err)
 		}
 	}
-	for si, err := range rd.List(ctx, dlqdump.AreaArchive) {
+	for si, err := range rd.List(ctx, sink.AreaArchive) {
 		if err != nil {
 			log.Fatal(err)
 		}

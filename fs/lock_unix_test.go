@@ -5,56 +5,60 @@ package fs
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
-// A claim file locked by someone else (another process, or here another
-// open file) makes Claim and Move fail with ErrClaimed after a bounded wait,
-// and the claim's methods fail without losing the lease; a cancelled context
-// ends the wait.
-func TestClaimFileLockedTooLong(t *testing.T) {
+// Records locked by someone else (another process, or here another open
+// file) make a compare-and-swap fail after a bounded wait, without writing;
+// a cancelled context ends the wait; once the lock is free, it works.
+func TestRecordsLockedTooLong(t *testing.T) {
 	defer func(d time.Duration) { lockWait = d }(lockWait)
 	lockWait = 100 * time.Millisecond
 	dir := t.TempDir()
 	rd := &Reader{Directory: dir}
+	ctx := t.Context()
 	name := newSegment(t, dir)
-	c, err := rd.Claim(t.Context(), name, "holder", time.Minute)
+	v, err := rd.WriteRecord(ctx, name, []byte("first"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := lockFile(t.Context(), rd.claimPath(name), false, 0)
+	held, err := os.Open(filepath.Join(dir, ClaimsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if _, err := rd.Claim(t.Context(), name, "other", time.Minute); !errors.Is(err, dlqdump.ErrClaimed) || !errors.Is(err, errLockBusy) {
-		t.Fatalf("Claim of a locked claim file = %v, want ErrClaimed", err)
+	defer held.Close()
+	if ok, err := tryLock(held); !ok || err != nil {
+		t.Fatalf("tryLock = %v, %v", ok, err)
 	}
-	if err := rd.Move(t.Context(), name, dlqdump.AreaReady, dlqdump.AreaArchive, ""); !errors.Is(err, dlqdump.ErrClaimed) {
-		t.Fatalf("Move of a locked claim file = %v, want ErrClaimed", err)
+	if _, err := rd.WriteRecord(ctx, name, []byte("second"), v); !errors.Is(err, errLockBusy) || errors.Is(err, sink.ErrConflict) {
+		t.Fatalf("WriteRecord while the records are locked = %v, want a busy error, not a conflict", err)
 	}
-	if err := c.Renew(t.Context(), dlqdump.Checkpoint{}); !errors.Is(err, errLockBusy) || errors.Is(err, dlqdump.ErrLeaseLost) {
-		t.Fatalf("Renew of a locked claim file = %v, want a busy error, not ErrLeaseLost", err)
+	if err := rd.DeleteRecord(ctx, name, v); !errors.Is(err, errLockBusy) {
+		t.Fatalf("DeleteRecord while the records are locked = %v, want a busy error", err)
 	}
-	if d := time.Since(start); d > 10*lockWait {
-		t.Fatalf("three waits for a lock took %v; lockWait is %v", d, lockWait)
+	// Reads need no lock.
+	if b, got, err := rd.ReadRecord(ctx, name); err != nil || string(b) != "first" || got != v {
+		t.Fatalf("ReadRecord while the records are locked = %q, %q, %v", b, got, err)
 	}
 	lockWait = time.Hour
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := rd.Claim(ctx, name, "other", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Claim with a context that times out = %v", err)
+	if _, err := rd.WriteRecord(cctx, name, []byte("second"), v); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteRecord with a context that times out = %v", err)
 	}
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Renew(t.Context(), dlqdump.Checkpoint{Delivered: 1}); err != nil {
-		t.Fatalf("Renew once the lock is free: %v", err)
+	v2, err := rd.WriteRecord(ctx, name, []byte("second"), v)
+	if err != nil {
+		t.Fatalf("WriteRecord once the lock is free: %v", err)
 	}
-	if err := c.Complete(t.Context(), false); err != nil {
+	if err := rd.DeleteRecord(ctx, name, v2); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -240,16 +240,29 @@ func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reas
 	if err := os.MkdirAll(toDir, 0o750); err != nil {
 		return fmt.Errorf("dlqdump: fs: %w", err)
 	}
-	if to == sink.AreaQuarantine {
-		if reason != "" {
-			if err := writeFileAtomic(reasonPath, []byte(reason+"\n"), r.perm()); err != nil {
-				return fmt.Errorf("dlqdump: fs: write reason for %s: %w", name, err)
-			}
-		} else if err := removeIfExists(reasonPath); err != nil {
-			return err
-		}
+	// A segment already at the destination keeps its reason, whether this
+	// Move is refused or finishes an earlier one: the reason is written only
+	// for a segment about to arrive. (One that appears there meanwhile, when
+	// two writers publish one name at once, may get this Move's reason.)
+	there, err := isSegment(dst)
+	if err != nil {
+		return err
 	}
-	if err := renameNoReplace(src, dst); err != nil {
+	if there {
+		err = &os.LinkError{Op: "rename", Old: src, New: dst, Err: os.ErrExist}
+	} else {
+		if to == sink.AreaQuarantine {
+			if reason != "" {
+				if err := writeFileAtomic(reasonPath, []byte(reason+"\n"), r.perm()); err != nil {
+					return fmt.Errorf("dlqdump: fs: write reason for %s: %w", name, err)
+				}
+			} else if err := removeIfExists(reasonPath); err != nil {
+				return err
+			}
+		}
+		err = renameNoReplace(src, dst)
+	}
+	if err != nil {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return notFound(from, name)

@@ -1,21 +1,20 @@
 package fs_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // writeSegment publishes data as a segment named for time t, returning its
@@ -34,114 +33,6 @@ func writeSegment(t *testing.T, dir string, created time.Time, data []byte) stri
 		t.Fatal(err)
 	}
 	return name
-}
-
-func claimOf(t *testing.T, rd *fs.Reader, name string) *dlqdump.ClaimInfo {
-	t.Helper()
-	for si, err := range rd.List(t.Context(), dlqdump.AreaReady) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if si.Name == name {
-			return si.Claim
-		}
-	}
-	t.Fatalf("%s is not ready", name)
-	return nil
-}
-
-// A claim held by another process excludes this one while its holder renews
-// it; once the holder is killed and the lease runs out, it is taken over with
-// the holder's last checkpoint.
-func TestClaimAcrossProcesses(t *testing.T) {
-	const lease = 400 * time.Millisecond
-	dir := t.TempDir()
-	name := writeSegment(t, dir, time.Now(), []byte("a segment claimed by two processes"))
-
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=claim-holder", "DLQDUMP_FS_DIR="+dir,
-		"DLQDUMP_FS_SEGMENT="+name, "DLQDUMP_FS_LEASE="+lease.String())
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	waitFor := func(want string) {
-		t.Helper()
-		timeout := time.After(20 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("the claim holder exited before saying %q", want)
-				}
-				if l == want {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("the claim holder did not say %q", want)
-			}
-		}
-	}
-
-	rd := &fs.Reader{Directory: dir}
-	waitFor("claimed")
-	if _, err := rd.Claim(t.Context(), name, "parent", time.Minute); !errors.Is(err, dlqdump.ErrClaimed) {
-		t.Fatalf("Claim of a segment another process claimed = %v, want ErrClaimed", err)
-	}
-	// Renewals keep the claim live past its first lease.
-	waitFor("renewed 6")
-	if _, err := rd.Claim(t.Context(), name, "parent", time.Minute); !errors.Is(err, dlqdump.ErrClaimed) {
-		t.Fatalf("Claim of a renewed claim = %v, want ErrClaimed", err)
-	}
-	if ci := claimOf(t, rd, name); ci == nil || ci.Owner != "child" || ci.Checkpoint.Delivered < 6 {
-		t.Fatalf("List shows claim %+v, want child's with at least 6 delivered", ci)
-	}
-	if err := rd.Move(t.Context(), name, dlqdump.AreaReady, dlqdump.AreaQuarantine, "x"); !errors.Is(err, dlqdump.ErrClaimed) {
-		t.Fatalf("Move of a segment another process claimed = %v, want ErrClaimed", err)
-	}
-
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	killed = true
-	last := claimOf(t, rd, name)
-	if last == nil || last.Owner != "child" || last.Checkpoint.Delivered < 6 {
-		t.Fatalf("claim left by the killed holder: %+v", last)
-	}
-	time.Sleep(time.Until(last.Expires) + lease/2)
-	c, err := rd.Claim(t.Context(), name, "parent", time.Minute)
-	if err != nil {
-		t.Fatalf("Claim after the killed holder's lease expired: %v", err)
-	}
-	if c.Checkpoint() != last.Checkpoint {
-		t.Fatalf("taken-over Checkpoint() = %+v, want the holder's last %+v", c.Checkpoint(), last.Checkpoint)
-	}
-	if err := c.Complete(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, fs.ArchiveDir, name)); err != nil {
-		t.Fatalf("completed segment not archived: %v", err)
-	}
 }
 
 // fastTempDir returns a new directory on tmpfs (/dev/shm) where there is
@@ -163,10 +54,10 @@ func fastTempDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// Listing 100,000 segments, some claimed, among stray files, returns them
-// all in order.
+// Listing 100,000 segments, among records and stray files, returns them all
+// in order.
 func TestList100k(t *testing.T) {
-	const n, claimed = 100_000, 1000
+	const n, recorded = 100_000, 1000
 	dir := fastTempDir(t)
 	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	names := make([]string, n)
@@ -175,10 +66,7 @@ func TestList100k(t *testing.T) {
 		names[i] = segment.FileName(created, segment.NewID(created))
 	}
 	start := time.Now()
-	claimsDir := filepath.Join(dir, fs.ClaimsDir)
-	if err := os.Mkdir(claimsDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
+	rd := &fs.Reader{Directory: dir}
 	// Segments are hard links to a few hidden files of sizes 0 to 3, made
 	// in an order unlike the names': links are several times cheaper than
 	// inodes on some disks.
@@ -194,15 +82,14 @@ func TestList100k(t *testing.T) {
 		if err := os.Link(srcs[i%4], filepath.Join(dir, names[i])); err != nil {
 			t.Fatal(err)
 		}
-		if i%(n/claimed) == 0 {
-			claim := fmt.Sprintf(`{"owner":"r%d","expires":"2099-01-01T00:00:00Z","checkpoint":{"offset":64,"seq":%d,"delivered":%d,"quarantined":0}}`+"\n", i, i, i)
-			if err := os.WriteFile(filepath.Join(claimsDir, names[i]+".claim"), []byte(claim), 0o640); err != nil {
+		if i%(n/recorded) == 0 {
+			if _, err := rd.WriteRecord(t.Context(), names[i], fmt.Appendf(nil, `{"v":2,"rev":%d}`, i), ""); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	// Strays that are not segments.
-	for _, stray := range []string{"." + names[5] + ".open", ".hidden.dlq", "notes.txt", names[7] + ".reason"} {
+	for _, stray := range []string{"." + names[5] + ".open", "." + names[6] + ".part", ".hidden.dlq", "notes.txt", names[7] + ".reason"} {
 		if err := os.WriteFile(filepath.Join(dir, stray), []byte("x"), 0o640); err != nil {
 			t.Fatal(err)
 		}
@@ -212,82 +99,102 @@ func TestList100k(t *testing.T) {
 	}
 	t.Logf("created %d segments in %v", n, time.Since(start))
 
-	rd := &fs.Reader{Directory: dir}
 	start = time.Now()
-	i, claims := 0, 0
-	for si, err := range rd.List(t.Context(), dlqdump.AreaReady) {
+	i := 0
+	for si, err := range rd.List(t.Context(), sink.AreaReady) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i >= n || si.Name != names[i] {
 			t.Fatalf("segment %d is %s, want %s", i, si.Name, names[min(i, n-1)])
 		}
-		if si.Size != int64(i%4) {
-			t.Fatalf("%s: size %d, want %d", si.Name, si.Size, i%4)
-		}
-		if si.Claim != nil {
-			claims++
-			if si.Claim.Owner != fmt.Sprintf("r%d", i) || si.Claim.Checkpoint.Delivered != uint64(i) {
-				t.Fatalf("%s: claim %+v, want r%d's", si.Name, si.Claim, i)
-			}
-		} else if i%(n/claimed) == 0 {
-			t.Fatalf("%s: claim missing", si.Name)
+		if si.Size != int64(i%4) || si.Area != sink.AreaReady || si.Reason != "" {
+			t.Fatalf("%s: %+v, want size %d in ready without a reason", si.Name, si, i%4)
 		}
 		i++
 	}
 	took := time.Since(start)
-	if i != n || claims != claimed {
-		t.Fatalf("listed %d segments with %d claims, want %d with %d", i, claims, n, claimed)
+	if i != n {
+		t.Fatalf("listed %d segments, want %d", i, n)
 	}
-	t.Logf("listed %d segments, %d claimed, in %v", n, claimed, took)
+	t.Logf("listed %d segments in %v", n, took)
+	records := 0
+	for name, err := range rd.RecordNames(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := names[records*(n/recorded)]; name != want {
+			t.Fatalf("record name %d is %s, want %s", records, name, want)
+		}
+		records++
+	}
+	if records != recorded {
+		t.Fatalf("%d record names, want %d", records, recorded)
+	}
 }
 
-// Recover publishes segments left open by crashed writers in the ready and
-// quarantine directories; a damaged one in quarantine stays in quarantine.
+// leaveOpen starts a segment with records in a temporary file whose writer
+// then dies (its file is closed, never committed), and returns its name. mk
+// starts the segment's file.
+func leaveOpen(t *testing.T, mk func(name string) (sink.SegmentWriter, error), records int) string {
+	t.Helper()
+	now := time.Now()
+	hdr := segment.Header{Codec: segment.CodecZstd, Created: now, ID: segment.NewID(now)}
+	name := segment.FileName(now, hdr.ID)
+	sw, err := mk(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := segment.NewWriter(sw, hdr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		if err := w.Add(now, nil, fmt.Appendf(nil, "record %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.(io.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// Recover publishes the segments crashed Queues left open (".open") in the
+// ready directory, and those older restorers left in quarantine the same way;
+// a damaged one in quarantine stays in quarantine. What dead writers left
+// through Reader.Create (".part") is removed, in every area, never published.
 func TestReaderRecover(t *testing.T) {
 	dir := t.TempDir()
 	rd := &fs.Reader{Directory: dir}
 	ctx := t.Context()
-	open := func(area dlqdump.Area, records int) string {
-		t.Helper()
-		now := time.Now()
-		hdr := segment.Header{Codec: segment.CodecZstd, Created: now, ID: segment.NewID(now)}
-		name := segment.FileName(now, hdr.ID)
-		sw, err := rd.Create(ctx, area, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := segment.NewWriter(sw, hdr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range records {
-			if err := w.Add(now, nil, fmt.Appendf(nil, "record %d", i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := sw.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		// The writer dies: its file is closed, never committed.
-		if err := sw.(interface{ Close() error }).Close(); err != nil {
-			t.Fatal(err)
-		}
-		return name
+	queue := func(sub string) func(string) (sink.SegmentWriter, error) {
+		w := &fs.Writer{Directory: filepath.Join(dir, sub)}
+		return func(name string) (sink.SegmentWriter, error) { return w.Create(ctx, name) }
 	}
-	ready, quar := open(dlqdump.AreaReady, 5), open(dlqdump.AreaQuarantine, 7)
+	ready, quar := leaveOpen(t, queue("."), 5), leaveOpen(t, queue(fs.QuarantineDir), 7)
+	var parts []string
+	for _, a := range []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive} {
+		parts = append(parts, leaveOpen(t, func(name string) (sink.SegmentWriter, error) { return rd.Create(ctx, a, name) }, 3))
+	}
 	// A temporary file with a damaged header, in quarantine.
 	bad := segment.FileName(time.Now(), segment.NewID(time.Now()))
 	if err := os.WriteFile(filepath.Join(dir, fs.QuarantineDir, "."+bad+".open"), make([]byte, 100), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine} {
+	for _, a := range []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive} {
 		for range rd.List(ctx, a) {
 			t.Fatalf("a segment left open is listed in %s before Recover", a)
 		}
+	}
+	if n := len(hidden(t, dir, fs.QuarantineDir, fs.ArchiveDir)); n != 6 {
+		t.Fatalf("%d temporary files before Recover, want 6", n)
 	}
 
 	got, err := rd.Recover(ctx)
@@ -298,7 +205,7 @@ func TestReaderRecover(t *testing.T) {
 	if want := []string{ready, quar}; !slices.Equal(got, want) {
 		t.Fatalf("Recover = %q, want %q", got, want)
 	}
-	count := func(area dlqdump.Area, name string) uint64 {
+	count := func(area sink.Area, name string) uint64 {
 		t.Helper()
 		f, err := rd.Open(ctx, area, name)
 		if err != nil {
@@ -314,15 +221,15 @@ func TestReaderRecover(t *testing.T) {
 		}
 		return r.Footer().Records
 	}
-	if n := count(dlqdump.AreaReady, ready); n != 5 {
+	if n := count(sink.AreaReady, ready); n != 5 {
 		t.Fatalf("recovered ready segment has %d records, want 5", n)
 	}
-	if n := count(dlqdump.AreaQuarantine, quar); n != 7 {
+	if n := count(sink.AreaQuarantine, quar); n != 7 {
 		t.Fatalf("recovered quarantined segment has %d records, want 7", n)
 	}
 	var listed []string
 	reasons := map[string]string{}
-	for si, err := range rd.List(ctx, dlqdump.AreaQuarantine) {
+	for si, err := range rd.List(ctx, sink.AreaQuarantine) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,6 +244,22 @@ func TestReaderRecover(t *testing.T) {
 	if !strings.HasPrefix(reasons[bad], "recover: ") || reasons[quar] != "" {
 		t.Fatalf("reasons after Recover = %q", reasons)
 	}
+	if got := names(t, rd, sink.AreaReady); !slices.Equal(got, []string{ready}) {
+		t.Fatalf("ready after Recover: %q, want %q", got, ready)
+	}
+	if got := names(t, rd, sink.AreaArchive); len(got) != 0 {
+		t.Fatalf("archive after Recover: %q, want nothing", got)
+	}
+	for _, p := range parts {
+		for _, a := range []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive} {
+			if _, err := rd.Open(ctx, a, p); !errors.Is(err, sink.ErrNotFound) {
+				t.Fatalf("the half-written %s is in %s after Recover: %v", p, a, err)
+			}
+		}
+	}
+	if left := hidden(t, dir, fs.QuarantineDir, fs.ArchiveDir); len(left) != 0 {
+		t.Fatalf("temporary files left by Recover: %q", left)
+	}
 	if _, err := os.Stat(filepath.Join(dir, fs.QuarantineDir, fs.QuarantineDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Recover made a quarantine directory inside quarantine: %v", err)
 	}
@@ -346,13 +269,48 @@ func TestReaderRecover(t *testing.T) {
 	}
 }
 
+// hidden returns the hidden files (temporary files) in dir and its subs,
+// besides the records directory.
+func hidden(t *testing.T, dir string, subs ...string) []string {
+	t.Helper()
+	var out []string
+	for _, d := range append([]string{"."}, subs...) {
+		entries, err := os.ReadDir(filepath.Join(dir, d))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") && e.Name() != fs.ClaimsDir {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// names lists an area.
+func names(t *testing.T, rd *fs.Reader, area sink.Area) []string {
+	t.Helper()
+	var out []string
+	for si, err := range rd.List(t.Context(), area) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, si.Name)
+	}
+	return out
+}
+
 // A Reader on a directory that does not exist lists nothing, recovers
-// nothing and creates nothing.
+// nothing, reads no records and creates nothing.
 func TestReaderMissingDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "missing")
 	rd := &fs.Reader{Directory: dir}
 	ctx := t.Context()
-	for _, a := range []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine, dlqdump.AreaArchive} {
+	for _, a := range []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive} {
 		for _, err := range rd.List(ctx, a) {
 			t.Fatalf("List(%s) of a missing directory yielded %v", a, err)
 		}
@@ -361,8 +319,14 @@ func TestReaderMissingDirectory(t *testing.T) {
 		t.Fatalf("Recover = %q, %v", got, err)
 	}
 	name := segment.FileName(time.Now(), segment.NewID(time.Now()))
-	if _, err := rd.Claim(ctx, name, "o", time.Minute); !errors.Is(err, dlqdump.ErrNotFound) {
-		t.Fatalf("Claim = %v, want ErrNotFound", err)
+	if _, _, err := rd.ReadRecord(ctx, name); !errors.Is(err, sink.ErrNotFound) {
+		t.Fatalf("ReadRecord = %v, want ErrNotFound", err)
+	}
+	if err := rd.DeleteRecord(ctx, name, "v"); !errors.Is(err, sink.ErrNotFound) {
+		t.Fatalf("DeleteRecord = %v, want ErrNotFound", err)
+	}
+	for n, err := range rd.RecordNames(ctx) {
+		t.Fatalf("RecordNames of a missing directory yielded %q, %v", n, err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the directory was created: %v", err)
@@ -373,43 +337,60 @@ func TestReaderMissingDirectory(t *testing.T) {
 func TestReaderRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	empty := &fs.Reader{}
-	for _, err := range empty.List(ctx, dlqdump.AreaReady) {
-		if !errors.Is(err, dlqdump.ErrConfig) {
+	for _, err := range empty.List(ctx, sink.AreaReady) {
+		if !errors.Is(err, sink.ErrConfig) {
 			t.Fatalf("List without a Directory = %v, want ErrConfig", err)
 		}
 	}
-	if _, err := empty.Recover(ctx); !errors.Is(err, dlqdump.ErrConfig) {
+	if _, err := empty.Recover(ctx); !errors.Is(err, sink.ErrConfig) {
 		t.Fatalf("Recover without a Directory = %v, want ErrConfig", err)
+	}
+	good := segment.FileName(time.Now(), segment.NewID(time.Now()))
+	if _, err := empty.WriteRecord(ctx, good, []byte("x"), ""); !errors.Is(err, sink.ErrConfig) {
+		t.Fatalf("WriteRecord without a Directory = %v, want ErrConfig", err)
+	}
+	for _, err := range empty.RecordNames(ctx) {
+		if !errors.Is(err, sink.ErrConfig) {
+			t.Fatalf("RecordNames without a Directory = %v, want ErrConfig", err)
+		}
 	}
 	dir := t.TempDir()
 	rd := &fs.Reader{Directory: filepath.Join(dir, "sub")}
 	// A segment outside the Reader's directory, reachable with "..".
 	outside := writeSegment(t, dir, time.Now(), []byte("outside"))
-	good := segment.FileName(time.Now(), segment.NewID(time.Now()))
-	for _, name := range []string{"", "../" + outside, "..", "a/" + good, `a\` + good, "." + good, good + ".open", "x.txt"} {
-		if _, err := rd.Open(ctx, dlqdump.AreaReady, name); !errors.Is(err, fs.ErrName) {
+	for _, name := range []string{"", "../" + outside, "..", "a/" + good, `a\` + good, "." + good, good + ".open", good + ".part", "x.txt"} {
+		if _, err := rd.Open(ctx, sink.AreaReady, name); !errors.Is(err, fs.ErrName) {
 			t.Errorf("Open(%q) = %v, want ErrName", name, err)
 		}
-		if _, err := rd.Claim(ctx, name, "o", time.Minute); !errors.Is(err, fs.ErrName) {
-			t.Errorf("Claim(%q) = %v, want ErrName", name, err)
-		}
-		if err := rd.Move(ctx, name, dlqdump.AreaQuarantine, dlqdump.AreaReady, ""); !errors.Is(err, fs.ErrName) {
+		if err := rd.Move(ctx, name, sink.AreaQuarantine, sink.AreaReady, ""); !errors.Is(err, fs.ErrName) {
 			t.Errorf("Move(%q) = %v, want ErrName", name, err)
 		}
-		if err := rd.Delete(ctx, dlqdump.AreaQuarantine, name); !errors.Is(err, fs.ErrName) {
+		if err := rd.Delete(ctx, sink.AreaQuarantine, name); !errors.Is(err, fs.ErrName) {
 			t.Errorf("Delete(%q) = %v, want ErrName", name, err)
 		}
-		if _, err := rd.Create(ctx, dlqdump.AreaQuarantine, name); !errors.Is(err, fs.ErrName) {
+		if _, err := rd.Create(ctx, sink.AreaQuarantine, name); !errors.Is(err, fs.ErrName) {
 			t.Errorf("Create(%q) = %v, want ErrName", name, err)
+		}
+		if _, _, err := rd.ReadRecord(ctx, name); !errors.Is(err, fs.ErrName) {
+			t.Errorf("ReadRecord(%q) = %v, want ErrName", name, err)
+		}
+		if _, err := rd.WriteRecord(ctx, name, []byte("x"), ""); !errors.Is(err, fs.ErrName) {
+			t.Errorf("WriteRecord(%q) = %v, want ErrName", name, err)
+		}
+		if err := rd.DeleteRecord(ctx, name, "v"); !errors.Is(err, fs.ErrName) {
+			t.Errorf("DeleteRecord(%q) = %v, want ErrName", name, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, outside)); err != nil {
 		t.Fatalf("the segment outside is gone: %v", err)
 	}
-	if _, err := rd.Open(ctx, dlqdump.Area(9), good); err == nil {
+	if _, err := rd.Open(ctx, sink.Area(9), good); err == nil {
 		t.Fatal("Open of an unknown area succeeded")
 	}
-	if _, err := (&fs.Reader{Directory: dir}).Claim(ctx, outside, "o", 0); !errors.Is(err, dlqdump.ErrConfig) {
-		t.Fatalf("Claim with a zero lease = %v, want ErrConfig", err)
+	if _, err := rd.Create(ctx, sink.Area(9), good); err == nil {
+		t.Fatal("Create in an unknown area succeeded")
+	}
+	if _, err := rd.WriteRecord(ctx, good, nil, ""); err == nil {
+		t.Fatal("WriteRecord of an empty record succeeded (an empty file is no record)")
 	}
 }

@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) {
 // flushingWriter waits for the upload in Commit.
 type flushingWriter struct{ w *s3.Writer }
 
-func (f flushingWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (f flushingWriter) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	sw, err := f.w.Create(ctx, name)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (f flushingWriter) Create(ctx context.Context, name string) (dlqdump.Segmen
 }
 
 type flushingSegment struct {
-	dlqdump.SegmentWriter
+	sink.SegmentWriter
 	w *s3.Writer
 }
 

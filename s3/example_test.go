@@ -50,7 +50,7 @@ func Example() {
 
 	// Restore: the Reader is where a Restorer finds the segments.
 	r := &s3.Reader{Client: client, Bucket: "dead-letters", Prefix: "orders/"}
-	for si, err := range r.List(ctx, dlqdump.AreaReady) {
+	for si, err := range r.List(ctx, sink.AreaReady) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -44,7 +44,7 @@ type readBack struct {
 	records  int
 }
 
-func readArea(t *testing.T, r *s3.Reader, area dlqdump.Area) *readBack {
+func readArea(t *testing.T, r *s3.Reader, area sink.Area) *readBack {
 	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
 	rb := &readBack{payloads: map[string]int{}, ids: map[segment.ID]string{}}

@@ -65,7 +65,7 @@ func TestQueueFaults(t *testing.T) {
 		if total < 10 || injected[faultResetAfter]+injected[faultDelay] == 0 {
 			t.Fatalf("only %v faults injected; the test wants more", injected)
 		}
-		rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, dlqdump.AreaReady)
+		rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady)
 		rb.wantExactlyOnce(t, want)
 		if uint64(len(rb.names)) != segments || len(e.keys(t)) != len(rb.names) {
 			t.Fatalf("%d segments published, %d stored, %d keys", segments, len(rb.names), len(e.keys(t)))
@@ -156,6 +156,6 @@ func TestQueueOutage(t *testing.T) {
 		if b := w.Backlog(); b != 0 {
 			t.Fatalf("Backlog = %d after the spool drained", b)
 		}
-		readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, dlqdump.AreaReady).wantExactlyOnce(t, accepted)
+		readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady).wantExactlyOnce(t, accepted)
 	})
 }

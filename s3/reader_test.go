@@ -51,7 +51,7 @@ func TestReaderReadAhead(t *testing.T) {
 		const chunk = 256 << 10
 		r := &s3.Reader{Client: e.clientFor(p.URL()), Bucket: e.bucket, Prefix: e.prefix, ReadChunk: chunk, ReadAhead: 3, Retry: fastRetry}
 		ctx := testCtx(t, time.Minute)
-		f, err := r.Open(ctx, dlqdump.AreaReady, name)
+		f, err := r.Open(ctx, sink.AreaReady, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestReaderFaults(t *testing.T) {
 		for _, chunk := range []dlqdump.MemorySize{8 << 10, 64 << 10} {
 			r := &s3.Reader{Client: client, Bucket: e.bucket, Prefix: e.prefix, ReadChunk: chunk,
 				Retry: s3.Retry{MaxAttempts: 30, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond, AttemptTimeout: 400 * time.Millisecond}}
-			readArea(t, r, dlqdump.AreaReady).wantExactlyOnce(t, want)
+			readArea(t, r, sink.AreaReady).wantExactlyOnce(t, want)
 		}
 		injected := p.injectedCount()
 		total := 0
@@ -136,7 +136,7 @@ func TestReaderReadAt(t *testing.T) {
 		name, data := buildSegment(t, time.Now(), segment.CodecNone, payloads...)
 		e.put(t, name, data)
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, ReadChunk: 16 << 10, Retry: fastRetry}
-		f, err := r.Open(ctx, dlqdump.AreaReady, name)
+		f, err := r.Open(ctx, sink.AreaReady, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,11 +177,11 @@ func TestReaderReadAt(t *testing.T) {
 		if _, err := f.ReadAt(make([]byte, 10), 0); !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("ReadAt after Close = %v, want os.ErrClosed", err)
 		}
-		if _, err := r.Open(ctx, dlqdump.AreaReady, "20260101T000000.000000000Z-0000000000000000.dlq"); !errors.Is(err, dlqdump.ErrNotFound) {
+		if _, err := r.Open(ctx, sink.AreaReady, "20260101T000000.000000000Z-0000000000000000.dlq"); !errors.Is(err, dlqdump.ErrNotFound) {
 			t.Fatalf("Open of a missing segment = %v, want ErrNotFound", err)
 		}
 		var oe *s3.OpError
-		if _, err := r.Open(ctx, dlqdump.AreaQuarantine, name); !errors.As(err, &oe) || oe.Op != "HeadObject" || oe.Bucket != e.bucket || !strings.HasSuffix(oe.Key, "quarantine/"+name) {
+		if _, err := r.Open(ctx, sink.AreaQuarantine, name); !errors.As(err, &oe) || oe.Op != "HeadObject" || oe.Bucket != e.bucket || !strings.HasSuffix(oe.Key, "quarantine/"+name) {
 			t.Fatalf("Open of a missing segment = %v, want an *OpError naming HeadObject, the bucket and the key", err)
 		}
 	})
@@ -214,7 +214,7 @@ func TestReaderListPages(t *testing.T) {
 			e.put(t, k, []byte("{}"))
 		}
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, ListPageSize: 7, Retry: fastRetry}
-		list := func(area dlqdump.Area) []string {
+		list := func(area sink.Area) []string {
 			var names []string
 			for si, err := range r.List(ctx, area) {
 				if err != nil {
@@ -230,17 +230,17 @@ func TestReaderListPages(t *testing.T) {
 			}
 			return names
 		}
-		if got := list(dlqdump.AreaReady); !slices.Equal(got, ready) {
+		if got := list(sink.AreaReady); !slices.Equal(got, ready) {
 			t.Fatalf("List(ready) = %d names %q..., want the %d ready segments in order", len(got), got[:min(3, len(got))], len(ready))
 		}
-		if got := list(dlqdump.AreaQuarantine); !slices.Equal(got, quar) {
+		if got := list(sink.AreaQuarantine); !slices.Equal(got, quar) {
 			t.Fatalf("List(quarantine) = %q, want %q", got, quar)
 		}
-		if got := list(dlqdump.AreaArchive); !slices.Equal(got, quar) {
+		if got := list(sink.AreaArchive); !slices.Equal(got, quar) {
 			t.Fatalf("List(archive) = %q, want %q", got, quar)
 		}
 		// The claim object "{}" is an expired, empty claim.
-		for si, err := range r.List(ctx, dlqdump.AreaReady) {
+		for si, err := range r.List(ctx, sink.AreaReady) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +323,7 @@ func TestList100k(t *testing.T) {
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, ListPageSize: pageSize, Retry: fastRetry}
 		start = time.Now()
 		i := 0
-		for si, err := range r.List(ctx, dlqdump.AreaReady) {
+		for si, err := range r.List(ctx, sink.AreaReady) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,7 +354,7 @@ func TestRetryIsTheOnePolicy(t *testing.T) {
 		const attempts = 3
 		r := &s3.Reader{Client: e.clientFor(p.URL(), func(o *awss3.Options) { o.RetryMaxAttempts = 5 }), Bucket: e.bucket, Prefix: e.prefix,
 			Retry: s3.Retry{MaxAttempts: attempts, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
-		_, err := r.Open(testCtx(t, time.Minute), dlqdump.AreaReady, name)
+		_, err := r.Open(testCtx(t, time.Minute), sink.AreaReady, name)
 		if err == nil {
 			t.Fatal("Open through a proxy failing every request succeeded")
 		}

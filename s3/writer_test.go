@@ -231,8 +231,8 @@ func TestWriterMultipart(t *testing.T) {
 			t.Fatalf("object = %d bytes, %v; want the %d bytes written", len(got), err, len(data))
 		}
 		r := &s3.Reader{Client: client, Bucket: e.bucket, Prefix: e.prefix, Retry: fastRetry}
-		readArea(t, r, dlqdump.AreaReady).wantExactlyOnce(t, want)
-		f, err := r.Open(ctx, dlqdump.AreaReady, name)
+		readArea(t, r, sink.AreaReady).wantExactlyOnce(t, want)
+		f, err := r.Open(ctx, sink.AreaReady, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestWriterSpoolFull(t *testing.T) {
 			SpoolLimit: 4 * dlqdump.Kilobyte, SpoolWait: 100 * time.Millisecond}
 		p.stop()
 		var want []string
-		commit := func(i int) (dlqdump.SegmentWriter, error) {
+		commit := func(i int) (sink.SegmentWriter, error) {
 			payload := fmt.Sprintf("record %d %s", i, strings.Repeat("x", 3000))
 			want = append(want, payload)
 			name, data := buildSegment(t, time.Now(), segment.CodecNone, []byte(payload))
@@ -301,7 +301,7 @@ func TestWriterSpoolFull(t *testing.T) {
 		}
 		closeWriter(t, w)
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}
-		readArea(t, r, dlqdump.AreaReady).wantExactlyOnce(t, want)
+		readArea(t, r, sink.AreaReady).wantExactlyOnce(t, want)
 	})
 }
 
@@ -395,7 +395,7 @@ func TestWriterSpoolDirSurvivesRestart(t *testing.T) {
 			}
 		}
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}
-		readArea(t, r, dlqdump.AreaReady).wantExactlyOnce(t, want)
+		readArea(t, r, sink.AreaReady).wantExactlyOnce(t, want)
 	})
 }
 
@@ -419,7 +419,7 @@ func TestQueueDurableSpoolDir(t *testing.T) {
 			t.Fatal(err)
 		}
 		closeWriter(t, w)
-		readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, dlqdump.AreaReady).wantExactlyOnce(t, want)
+		readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady).wantExactlyOnce(t, want)
 	})
 }
 

@@ -1,120 +1,100 @@
 package sinktest_test
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"iter"
 	"slices"
 	"sync"
-	"time"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/memsink"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
-// memStore is a sink in memory: the reference the suite is checked against,
-// and, with a fault, a broken sink the suite must reject.
-type memStore struct {
-	fault string // see faults in sinktest_test.go; "" for none
+// broken is memsink with one fault: a broken sink the suite must reject.
+// Its methods are memsink's except where the fault changes them.
+type broken struct {
+	*memsink.Store
+	fault string // see faults in sinktest_test.go
 
-	mu     sync.Mutex
-	areas  [3]map[string]*memSeg
-	claims map[string]*memClaim
+	mu      sync.Mutex
+	reasons map[string]string // the last quarantine reason per name, for "reason-sticks"
 }
 
-type memSeg struct {
-	data     []byte
-	modified time.Time
-	reason   string
+func newBroken(fault string) *broken {
+	return &broken{Store: memsink.New(), fault: fault, reasons: map[string]string{}}
 }
 
-type memClaim struct {
-	owner, token string
-	expires      time.Time
-	cp           dlqdump.Checkpoint
+var _ sink.Reader = (*broken)(nil)
+
+// brokenWriter is the Writer side of a broken store.
+type brokenWriter struct{ b *broken }
+
+func (w brokenWriter) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
+	return w.b.Create(ctx, sink.AreaReady, name)
 }
 
-func newMemStore(fault string) *memStore {
-	m := &memStore{fault: fault, claims: map[string]*memClaim{}}
-	for i := range m.areas {
-		m.areas[i] = map[string]*memSeg{}
+func (b *broken) Create(ctx context.Context, area sink.Area, name string) (sink.SegmentWriter, error) {
+	sw, err := b.Store.Create(ctx, area, name)
+	if err != nil {
+		return nil, err
 	}
-	return m
+	return &brokenSegment{SegmentWriter: sw, b: b, area: area, name: name}, nil
 }
 
-func notFound(a dlqdump.Area, name string) error {
-	return fmt.Errorf("%w: %s segment %s", dlqdump.ErrNotFound, a, name)
-}
-
-// memWriter is the Writer side of a memStore.
-type memWriter struct{ m *memStore }
-
-func (w memWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
-	return w.m.Create(ctx, dlqdump.AreaReady, name)
-}
-
-func (m *memStore) Create(_ context.Context, area dlqdump.Area, name string) (dlqdump.SegmentWriter, error) {
-	return &memSegWriter{m: m, area: area, name: name}, nil
-}
-
-type memSegWriter struct {
-	m    *memStore
-	area dlqdump.Area
+type brokenSegment struct {
+	sink.SegmentWriter
+	b    *broken
+	area sink.Area
 	name string
 	buf  []byte
 }
 
-func (w *memSegWriter) Write(p []byte) (int, error) {
+func (w *brokenSegment) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
-	if w.m.fault == "visible-before-commit" {
-		w.commit()
+	if w.b.fault == "visible-before-commit" {
+		w.b.Put(w.area, w.name, w.buf)
 	}
-	return len(p), nil
+	return w.SegmentWriter.Write(p)
 }
 
-func (w *memSegWriter) Sync() error { return nil }
-
-func (w *memSegWriter) Truncate(size int64) error {
-	if w.m.fault != "ignore-truncate" {
-		w.buf = w.buf[:size]
+func (w *brokenSegment) Truncate(size int64) error {
+	if w.b.fault == "ignore-truncate" {
+		return nil
 	}
-	return nil
+	w.buf = w.buf[:size]
+	return w.SegmentWriter.Truncate(size)
 }
 
-func (w *memSegWriter) commit() {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	w.m.areas[w.area][w.name] = &memSeg{data: slices.Clone(w.buf), modified: time.Now()}
+func (w *brokenSegment) Commit(ctx context.Context) error {
+	switch w.b.fault {
+	case "visible-before-commit", "commit-replaces":
+		w.b.Put(w.area, w.name, w.buf)
+		return nil
+	}
+	return w.SegmentWriter.Commit(ctx)
 }
 
-func (w *memSegWriter) Commit(context.Context) error { w.commit(); return nil }
-func (w *memSegWriter) Abort() error                 { return nil }
-
-func (m *memStore) List(_ context.Context, area dlqdump.Area) iter.Seq2[dlqdump.SegmentInfo, error] {
-	return func(yield func(dlqdump.SegmentInfo, error) bool) {
-		m.mu.Lock()
-		var infos []dlqdump.SegmentInfo
-		for name, s := range m.areas[area] {
-			si := dlqdump.SegmentInfo{Name: name, Area: area, Size: int64(len(s.data)), Modified: s.modified, Reason: s.reason}
-			if c := m.claims[name]; c != nil && area == dlqdump.AreaReady {
-				si.Claim = &dlqdump.ClaimInfo{Owner: c.owner, Expires: c.expires, Checkpoint: c.cp}
+func (b *broken) List(ctx context.Context, area sink.Area) iter.Seq2[sink.Info, error] {
+	return func(yield func(sink.Info, error) bool) {
+		var infos []sink.Info
+		for si, err := range b.Store.List(ctx, area) {
+			if err != nil {
+				yield(si, err)
+				return
+			}
+			if b.fault == "reason-sticks" && area != sink.AreaQuarantine {
+				b.mu.Lock()
+				si.Reason = b.reasons[si.Name]
+				b.mu.Unlock()
 			}
 			infos = append(infos, si)
 		}
-		m.mu.Unlock()
-		slices.SortFunc(infos, func(a, b dlqdump.SegmentInfo) int {
-			if m.fault == "list-newest-first" {
-				a, b = b, a
-			}
-			switch {
-			case a.Name < b.Name:
-				return -1
-			case a.Name > b.Name:
-				return 1
-			}
-			return 0
-		})
+		if b.fault == "list-newest-first" {
+			slices.Reverse(infos)
+		}
 		for _, si := range infos {
 			if !yield(si, nil) {
 				return
@@ -123,171 +103,130 @@ func (m *memStore) List(_ context.Context, area dlqdump.Area) iter.Seq2[dlqdump.
 	}
 }
 
-func (m *memStore) Open(_ context.Context, area dlqdump.Area, name string) (dlqdump.SegmentFile, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.areas[area][name]
-	if s == nil {
-		return nil, notFound(area, name)
+func (b *broken) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	f, err := b.Store.Open(ctx, area, name)
+	if err != nil || b.fault != "readat-no-eof" {
+		return f, err
 	}
-	return memFile{s.data}, nil
+	return noEOF{f}, nil
 }
 
-type memFile struct{ b []byte }
+// noEOF hides io.EOF after a short read.
+type noEOF struct{ sink.File }
 
-func (f memFile) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(f.b)) {
-		return 0, io.EOF
+func (f noEOF) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	if err == io.EOF && n > 0 {
+		err = nil
 	}
-	n := copy(p, f.b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-func (f memFile) Size() int64  { return int64(len(f.b)) }
-func (f memFile) Close() error { return nil }
-
-func (m *memStore) Claim(_ context.Context, name, owner string, lease time.Duration) (dlqdump.Claim, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.areas[dlqdump.AreaReady][name] == nil {
-		delete(m.claims, name)
-		return nil, notFound(dlqdump.AreaReady, name)
-	}
-	old := m.claims[name]
-	if old != nil && old.owner != owner && time.Now().Before(old.expires) && m.fault != "no-exclusion" {
-		return nil, fmt.Errorf("%w: %s by %s", dlqdump.ErrClaimed, name, old.owner)
-	}
-	c := &memClaim{owner: owner, token: rand.Text(), expires: time.Now().Add(lease)}
-	if old != nil && m.fault != "takeover-loses-checkpoint" {
-		c.cp = old.cp
-	}
-	m.claims[name] = c
-	return &memClaimRef{m: m, name: name, lease: lease, mine: *c}, nil
+	return n, err
 }
 
-func (m *memStore) Move(_ context.Context, name string, from, to dlqdump.Area, reason string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.areas[from][name]
-	if s == nil {
-		return notFound(from, name)
+func (b *broken) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
+	src, dst := b.Get(from, name), b.Get(to, name)
+	switch {
+	case b.fault == "missing-move-succeeds" && src == nil:
+		return nil
+	case b.fault == "move-replaces" && dst != nil:
+		_ = b.Store.Delete(ctx, to, name)
+	case b.fault == "move-compares-sizes" && dst != nil && src != nil && len(dst) == len(src):
+		return b.Store.Delete(ctx, from, name)
+	case b.fault == "move-not-idempotent" && dst != nil:
+		return fmt.Errorf("%w: %s segment %s", sink.ErrExist, to, name)
+	case b.fault == "move-keeps-source" && dst != nil && bytes.Equal(dst, src):
+		return nil
+	case b.fault == "reason-dropped":
+		reason = ""
 	}
-	if from == to {
+	err := b.Store.Move(ctx, name, from, to, reason)
+	if b.fault == "refused-move-drops-reason" && err != nil && to == sink.AreaQuarantine && dst != nil {
+		b.Put(to, name, dst)
+	}
+	if err == nil {
+		if to == sink.AreaQuarantine {
+			b.mu.Lock()
+			b.reasons[name] = reason
+			b.mu.Unlock()
+		}
+		if b.fault == "records-follow-segments" {
+			b.dropRecord(ctx, name)
+		}
+	}
+	return err
+}
+
+func (b *broken) Delete(ctx context.Context, area sink.Area, name string) error {
+	if b.fault == "delete-keeps-archived" && area == sink.AreaArchive && b.Get(area, name) != nil {
 		return nil
 	}
-	if c := m.claims[name]; from == dlqdump.AreaReady && c != nil && time.Now().Before(c.expires) && m.fault != "move-ignores-claims" {
-		return fmt.Errorf("%w: %s", dlqdump.ErrClaimed, name)
+	err := b.Store.Delete(ctx, area, name)
+	if err == nil && b.fault == "records-follow-segments" {
+		b.dropRecord(ctx, name)
 	}
-	if from == dlqdump.AreaReady {
-		delete(m.claims, name)
-	}
-	delete(m.areas[from], name)
-	if to == dlqdump.AreaQuarantine {
-		s.reason = reason
-	} else if m.fault != "reason-sticks" {
-		s.reason = ""
-	}
-	m.areas[to][name] = s
-	return nil
+	return err
 }
 
-func (m *memStore) Delete(_ context.Context, area dlqdump.Area, name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.areas[area][name] == nil {
-		return notFound(area, name)
+func (b *broken) dropRecord(ctx context.Context, name string) {
+	if _, v, err := b.Store.ReadRecord(ctx, name); err == nil {
+		_ = b.Store.DeleteRecord(ctx, name, v)
 	}
-	delete(m.areas[area], name)
-	if area == dlqdump.AreaReady {
-		delete(m.claims, name)
-	}
-	return nil
 }
 
-// memClaimRef is a claim taken on a memStore.
-type memClaimRef struct {
-	m     *memStore
-	name  string
-	lease time.Duration
-	mine  memClaim // as taken
-	ended bool
+func (b *broken) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	data, v, err := b.Store.ReadRecord(ctx, name)
+	if err != nil && b.fault == "read-missing-record-empty" {
+		return nil, "", nil
+	}
+	return data, v, err
 }
 
-func (c *memClaimRef) Name() string                   { return c.name }
-func (c *memClaimRef) Checkpoint() dlqdump.Checkpoint { return c.mine.cp }
-
-// own returns the store's claim if it is still this one; c.m.mu is held.
-func (c *memClaimRef) own() (*memClaim, error) {
-	if c.ended && c.m.fault != "usable-after-end" {
-		return nil, fmt.Errorf("claim on %s ended: %w", c.name, dlqdump.ErrClosed)
+func (b *broken) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	switch {
+	case b.fault == "records-no-cas":
+		for { // whatever the version: every writer wins
+			_, cur, _ := b.Store.ReadRecord(ctx, name)
+			if v, err := b.Store.WriteRecord(ctx, name, data, cur); err == nil {
+				return v, nil
+			}
+		}
+	case b.fault == "version-unchanged" && ifVersion != "":
+		_, err := b.Store.WriteRecord(ctx, name, data, ifVersion)
+		return ifVersion, err
+	case b.fault == "record-size-off-by-one" && len(data) >= sink.MaxRecordSize:
+		return "", fmt.Errorf("record of %d bytes: too large", len(data))
+	case b.fault == "record-size-unbounded" && len(data) > sink.MaxRecordSize:
+		data = data[:sink.MaxRecordSize]
 	}
-	cur := c.m.claims[c.name]
-	if cur == nil || cur.owner != c.mine.owner || cur.token != c.mine.token && c.m.fault != "owner-only" {
-		return nil, fmt.Errorf("%w: %s", dlqdump.ErrLeaseLost, c.name)
-	}
-	return cur, nil
+	return b.Store.WriteRecord(ctx, name, data, ifVersion)
 }
 
-func (c *memClaimRef) Renew(_ context.Context, cp dlqdump.Checkpoint) error {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	cur, err := c.own()
-	if err != nil {
-		return err
+func (b *broken) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+	if b.fault == "delete-record-unconditional" {
+		if _, cur, err := b.Store.ReadRecord(ctx, name); err == nil {
+			ifVersion = cur
+		}
 	}
-	cur.expires, cur.cp = time.Now().Add(c.lease), cp
-	return nil
+	return b.Store.DeleteRecord(ctx, name, ifVersion)
 }
 
-func (c *memClaimRef) Release(context.Context) error {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	cur, err := c.own()
-	if err != nil {
-		return err
+func (b *broken) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	if b.fault != "record-names-unsorted" {
+		return b.Store.RecordNames(ctx)
 	}
-	cur.expires, cur.token = time.Time{}, ""
-	c.ended = true
-	return nil
-}
-
-func (c *memClaimRef) Complete(_ context.Context, archive bool) error {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	if _, err := c.own(); err != nil {
-		return err
+	return func(yield func(string, error) bool) {
+		var names []string
+		for n, err := range b.Store.RecordNames(ctx) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			names = append(names, n)
+		}
+		slices.Reverse(names)
+		for _, n := range names {
+			if !yield(n, nil) {
+				return
+			}
+		}
 	}
-	s := c.m.areas[dlqdump.AreaReady][c.name]
-	if s == nil {
-		return notFound(dlqdump.AreaReady, c.name)
-	}
-	delete(c.m.areas[dlqdump.AreaReady], c.name)
-	if archive {
-		c.m.areas[dlqdump.AreaArchive][c.name] = s
-	}
-	delete(c.m.claims, c.name)
-	c.ended = true
-	return nil
-}
-
-func (c *memClaimRef) Quarantine(_ context.Context, reason string) error {
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
-	if _, err := c.own(); err != nil {
-		return err
-	}
-	s := c.m.areas[dlqdump.AreaReady][c.name]
-	if s == nil {
-		return notFound(dlqdump.AreaReady, c.name)
-	}
-	delete(c.m.areas[dlqdump.AreaReady], c.name)
-	if c.m.fault != "quarantine-drops-reason" {
-		s.reason = reason
-	}
-	c.m.areas[dlqdump.AreaQuarantine][c.name] = s
-	delete(c.m.claims, c.name)
-	c.ended = true
-	return nil
 }

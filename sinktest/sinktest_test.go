@@ -8,38 +8,59 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlqdump/dlqdump/internal/memsink"
 	"github.com/dlqdump/dlqdump/sinktest"
 )
 
-func memStoreFor(fault string) func(*testing.T) sinktest.Store {
+// The reference sink in memory passes the suite, so the suite asks for
+// nothing a sink cannot do.
+func TestMemsink(t *testing.T) {
+	sinktest.Run(t, func(*testing.T) sinktest.Store {
+		m := memsink.New()
+		return sinktest.Store{Writer: m.Writer(), Reader: m}
+	})
+}
+
+func brokenStore(fault string) func(*testing.T) sinktest.Store {
 	return func(*testing.T) sinktest.Store {
-		m := newMemStore(fault)
-		return sinktest.Store{Writer: memWriter{m}, Reader: m}
+		b := newBroken(fault)
+		return sinktest.Store{Writer: brokenWriter{b}, Reader: b}
 	}
 }
 
-// The reference sink in memory passes the suite, so the suite asks for
-// nothing a sink cannot do.
-func TestMemStore(t *testing.T) {
-	sinktest.Run(t, memStoreFor(""))
+// A sink whose DeleteRecord ignores the version passes when it says so.
+func TestDeleteRecordUnconditionalOption(t *testing.T) {
+	sinktest.RunWithOptions(t, brokenStore("delete-record-unconditional"), sinktest.Options{DeleteRecordUnconditional: true})
 }
 
-// faults are the ways memStore can break, with the tests that must catch
-// each.
+// faults are the ways a broken sink breaks the contract, with the tests that
+// must catch each (see broken in mem_test.go).
 var faults = []struct {
 	fault string
 	catch []string
 }{
 	{"visible-before-commit", []string{"WriterCommitIsAtomic", "WriterAbortLeavesNothing", "CreateInAreas"}},
 	{"ignore-truncate", []string{"WriterTruncateAndRewrite"}},
+	{"commit-replaces", []string{"WriterNeverReplaces", "CreateRefusesExisting"}},
 	{"list-newest-first", []string{"ListOldestFirst", "ListMany"}},
-	{"no-exclusion", []string{"ClaimExclusive", "ClaimConcurrent", "LeaseExpiryTakeover"}},
-	{"takeover-loses-checkpoint", []string{"LeaseExpiryTakeover", "SameOwnerClaimsTwice", "ReleaseThenResume"}},
-	{"owner-only", []string{"SameOwnerClaimsTwice"}},
-	{"usable-after-end", []string{"ReleaseThenResume", "CompleteDeletes", "CompleteArchives", "ClaimQuarantine"}},
-	{"move-ignores-claims", []string{"MoveClaimedRefused"}},
+	{"readat-no-eof", []string{"ReadAt"}},
+	{"missing-move-succeeds", []string{"NotFound", "MoveAfterMove"}},
+	{"move-replaces", []string{"MoveRefusesToReplace"}},
+	{"move-compares-sizes", []string{"MoveRefusesToReplace"}},
+	{"refused-move-drops-reason", []string{"MoveRefusesToReplace"}},
+	{"move-not-idempotent", []string{"MoveAfterMove"}},
+	{"move-keeps-source", []string{"MoveAfterMove"}},
+	{"reason-dropped", []string{"MoveBetweenAreas", "MoveAfterMove"}},
 	{"reason-sticks", []string{"MoveBetweenAreas"}},
-	{"quarantine-drops-reason", []string{"ClaimQuarantine"}},
+	{"delete-keeps-archived", []string{"Delete"}},
+	{"read-missing-record-empty", []string{"RecordCreateIfAbsent", "RecordDelete"}},
+	{"records-no-cas", []string{"RecordCreateIfAbsent", "RecordCompareAndSwap", "RecordConcurrentCAS"}},
+	{"version-unchanged", []string{"RecordCompareAndSwap"}},
+	{"delete-record-unconditional", []string{"RecordDelete"}},
+	{"record-names-unsorted", []string{"RecordNames"}},
+	{"records-follow-segments", []string{"RecordsIndependentOfAreas"}},
+	{"record-size-off-by-one", []string{"RecordMaxSize"}},
+	{"record-size-unbounded", []string{"RecordMaxSize"}},
 }
 
 const faultEnv = "SINKTEST_FAULT"
@@ -50,11 +71,12 @@ const faultEnv = "SINKTEST_FAULT"
 func TestBrokenSinksFail(t *testing.T) {
 	if fault := os.Getenv(faultEnv); fault != "" {
 		// The child: run the suite against the broken sink; it must fail.
-		sinktest.Run(t, memStoreFor(fault))
+		sinktest.Run(t, brokenStore(fault))
 		return
 	}
 	for _, f := range faults {
 		t.Run(f.fault, func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenSinksFail$/^("+strings.Join(f.catch, "|")+")$", "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), faultEnv+"="+f.fault)
 			out, err := cmd.CombinedOutput()
