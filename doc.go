@@ -65,6 +65,26 @@
 // Version, decodes every record (Config.Decoder) and enqueues it into
 // Config.Queue at a rate it can take.
 //
+// Restorers share a store through one claim protocol, written once above the
+// sinks: each ready segment has a small record (sink.Records) that holds its
+// claim and its progress and changes only by compare-and-swap. A claim is
+// told apart by a random token, never by Config.Owner, which is a label for
+// people, so replicas of one service may share a name. A claim expires
+// without any clock being compared across machines: another restorer takes
+// it over only after seeing the record unchanged for the holder's lease by
+// its own monotonic clock, while the holder, renewing every third of the
+// lease, stops trusting its claim a fifth of a lease earlier than that.
+//
+// The progress describes all the work done on a segment: the position of the
+// next record, the records delivered, and the records set aside (undecodable,
+// refused, replayed too often, or not selected by a filtered pass) that are
+// still only in the segment. Records set aside are copied into side segments
+// (quarantine, or a ready "remainder") only when the segment is finished or
+// the progress would grow too large, under names derived from the segment and
+// the records they hold, so an interrupted run finds them already written.
+// A pass stopped by its context or by Close saves the progress at the record
+// it was about to deliver; a crash repeats at most the block in progress.
+//
 // # Segments
 //
 // The segment package defines the one on-disk format used by every sink, the

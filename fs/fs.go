@@ -7,30 +7,25 @@
 // can write one directory. Recover, called by dlqdump.NewQueue, seals and
 // publishes the intact blocks of any temporary file whose writer died.
 //
-// A Reader restores from the same directory. Restorers claim a ready segment
-// with a lease recorded in a claim file, rewritten in place under an flock, so
-// any number of restorers, in any number of processes on the host, share a
-// directory; see Reader.Claim.
+// A Reader restores from the same directory. It stores what the Restorer's
+// claim protocol needs (package sink): one small record per segment name,
+// replaced whole under an flock on the records directory, so any number of
+// restorers, in any number of processes on the host, share a directory.
 //
 // The directory layout:
 //
 //	DIR/*.dlq                     segments ready to restore
-//	DIR/.*.dlq.open               segments being written
-//	DIR/.claims/NAME.dlq.claim    restore claims and checkpoints (JSON)
+//	DIR/.*.dlq.open               segments a Queue is writing (published by Recover if it dies)
+//	DIR/.*.dlq.part               segments a restorer or a copy is writing (removed if it dies)
+//	DIR/.claims/NAME.dlq.claim    the record of a segment: its restore claim and progress (JSON)
 //	DIR/quarantine/*.dlq          segments moved aside
 //	DIR/quarantine/*.dlq.reason   why, one text file per segment when known
-//	DIR/quarantine/.*.dlq.open    quarantined records being written
 //	DIR/archive/*.dlq             restored segments, when archiving is on
 //
-// A claim file holds one JSON object and a newline:
-//
-//	{"owner":"host-1234-9f2c01ab","token":"RANDOM","expires":"2026-11-22T10:15:00.123456789Z",
-//	 "checkpoint":{"offset":64,"seq":1200,"delivered":1180,"quarantined":20}}
-//
-// owner names the restorer; token is random per claim; expires (RFC 3339) is
-// when the lease runs out, the zero time once released; checkpoint is the
-// position (segment.Position Offset and Seq) of the next record to deliver
-// and the counts so far. A file that does not parse counts as no claim.
+// A record is written by dlqdump's claim protocol (see the dlqdump package
+// documentation for its fields); a record that does not parse is treated as
+// a live claim of unknown age, taken over once it stays unchanged for a
+// lease.
 package fs
 
 import (
