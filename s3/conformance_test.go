@@ -2,24 +2,33 @@ package s3_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/sink"
 	"github.com/dlqdump/dlqdump/sinktest"
 )
 
 // A Writer and a Reader on one prefix pass the sink conformance suite, on
 // gofakes3 and on versitygw. The Writer's Commit only spools a segment and
 // the upload follows; the suite expects a committed segment to be listed at
-// once, so its Writer here flushes the spool after each Commit.
+// once, so its Writer here flushes the spool after each Commit. Where the
+// server ignores If-Match on DELETE (gofakes3), DeleteRecord is unconditional,
+// as the Reader documents, and the suite is told so; elsewhere (versitygw) it
+// must refuse a stale version.
 func TestConformance(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
-		n := 0
+		unconditional := !deleteHonoursIfMatch(t, e)
+		t.Logf("%s: DeleteObject honours If-Match: %v", e.srv.Name, !unconditional)
+		n := 0 // the suite's tests run one after another
 		sinktest.RunWithOptions(t, func(t *testing.T) sinktest.Store {
 			n++
-			prefix := e.prefix + time.Now().Format("150405.000000") + "/"
+			prefix := fmt.Sprintf("%s%03d/", e.prefix, n)
 			w := &s3.Writer{Client: e.client, Bucket: e.bucket, Prefix: prefix, Retry: fastRetry}
 			t.Cleanup(func() {
 				if err := w.Close(context.Background()); err != nil {
@@ -30,7 +39,7 @@ func TestConformance(t *testing.T) {
 				Writer: flushingWriter{w},
 				Reader: &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: prefix, Retry: fastRetry},
 			}
-		}, sinktest.Options{Lease: time.Second})
+		}, sinktest.Options{DeleteRecordUnconditional: unconditional})
 	})
 }
 
@@ -55,4 +64,22 @@ func (f flushingSegment) Commit(ctx context.Context) error {
 		return err
 	}
 	return f.w.Flush(ctx)
+}
+
+// deleteHonoursIfMatch reports whether the server refuses a DeleteObject
+// whose If-Match names another ETag.
+func deleteHonoursIfMatch(t *testing.T, e *env) bool {
+	t.Helper()
+	e.put(t, "probe-delete", []byte("probe"))
+	k := e.prefix + "probe-delete"
+	_, err := e.client.DeleteObject(testCtx(t, time.Minute), &awss3.DeleteObjectInput{Bucket: &e.bucket, Key: &k, IfMatch: aws.String(`"0123456789abcdef0123456789abcdef"`)})
+	switch there := e.exists(t, "probe-delete"); {
+	case isPrecondition(err) && there:
+		return true
+	case err == nil && !there:
+		return false
+	default:
+		t.Fatalf("DeleteObject with a wrong If-Match = %v, object still there: %v", err, there)
+		return false
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Build a client for an S3-compatible server (versitygw, MinIO, Ceph, ...):

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // fastRetry keeps the tests quick.

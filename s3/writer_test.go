@@ -20,6 +20,7 @@ import (
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func crc32c(b []byte) string {
