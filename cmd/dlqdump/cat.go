@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func newCatCmd(a *app) *cobra.Command {
@@ -122,7 +122,11 @@ type recordJSON struct {
 // errLimit ends a walk when --limit records were printed.
 var errLimit = errors.New("limit reached")
 
-func (a *app) cat(l *location, infos []dlqdump.SegmentInfo, flt *filter, format string, pp *protoPrinter) error {
+func (a *app) cat(l *location, infos []sink.Info, flt *filter, format string, pp *protoPrinter) error {
+	claimed, err := a.inspectAll(l, infos)
+	if err != nil {
+		return err
+	}
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	var printed uint64
 	var damaged int
@@ -133,14 +137,14 @@ func (a *app) cat(l *location, infos []dlqdump.SegmentInfo, flt *filter, format 
 			break
 		}
 		segDamaged := false
-		from := checkpointOf(si)
-		if from.Seq > 0 {
-			a.infof("%s: left out its first %s, already restored (restore checkpoint)", si.Name, plural(from.Seq, "record"))
+		cv := claimed[si.Name]
+		if cv.started() {
+			a.infof("%s: left out the records a restorer handled already (%s; see dlqdump ls)", si.Name, cv.counts(0, false))
 		}
-		_, err := a.walk(l, si, walkOpts{flt: flt, from: from}, func(_ *segment.Header, b *segment.Block) error {
+		_, err := a.walk(l, si, walkOpts{flt: flt, done: cv}, func(_ *segment.Header, b *segment.Block) error {
 			for i := range b.Len() {
 				rec := b.Record(i)
-				if !flt.match(&rec) {
+				if cv.skip(rec.Seq) || !flt.match(&rec) {
 					continue
 				}
 				if flt.limit > 0 && printed >= flt.limit {
@@ -188,7 +192,7 @@ func isWriteErr(err error) bool {
 }
 
 // formatRecord appends one record in the format to buf.
-func formatRecord(buf *bytes.Buffer, si dlqdump.SegmentInfo, rec *segment.Record, format string, pp *protoPrinter) error {
+func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format string, pp *protoPrinter) error {
 	switch format {
 	case "hex":
 		fmt.Fprintf(buf, "# %s %s #%d %s", si.Name, si.Area, rec.Seq, rec.When().Format(time.RFC3339Nano))

@@ -11,7 +11,8 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // snapshot returns the bytes of the sample segments in a dump directory.
@@ -104,7 +105,7 @@ func TestMv(t *testing.T) {
 			t.Errorf("%s segments left in the source: %v", ar, n)
 		}
 	}
-	if entries, _ := os.ReadDir(filepath.Join(src, fs.ClaimsDir)); len(entries) != 0 {
+	if entries, _ := os.ReadDir(filepath.Join(src, fs.ClaimsDir)); len(claimFiles(entries)) != 0 {
 		t.Errorf("claim files left: %v", entries)
 	}
 	if got, want := cli(t, 0, "ls", dst).stdout, origLs; got != want {
@@ -120,15 +121,13 @@ func TestMv(t *testing.T) {
 func TestMvClaimed(t *testing.T) {
 	src := makeSample(t)
 	dst := t.TempDir()
-	// A restorer holds A.
+	// A live restorer holds A: it renews its claim while mv runs.
 	rd := &fs.Reader{Directory: src}
-	c, err := rd.Claim(context.Background(), segA.name(), "other-restorer", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release(context.Background())
+	cl := claimAs(t, rd, segA.name(), "other-restorer", time.Minute)
+	stop := renewing(t, cl)
 	r := cli(t, exitError, "mv", src, dst)
-	if !strings.Contains(r.stderr, "is being restored, not moved") || !strings.Contains(r.stderr, "other-restorer") {
+	stop()
+	if !strings.Contains(r.stderr, "is being restored by \"other-restorer\"") || !strings.Contains(r.stderr, "waiting up to 1m0s") {
 		t.Errorf("mv of a claimed segment: %s", r)
 	}
 	if n := areaNames(t, src, dlqdump.AreaReady); len(n) != 1 || n[0] != segA.name() {
@@ -138,8 +137,27 @@ func TestMvClaimed(t *testing.T) {
 		t.Errorf("moved: %v", n)
 	}
 	// The restorer still holds its claim.
-	if err := c.Renew(context.Background(), dlqdump.Checkpoint{}); err != nil {
+	if err := cl.Save(context.Background(), nil); err != nil {
 		t.Errorf("the restorer lost its claim: %v", err)
+	}
+	if err := cl.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMvClaimedByTheDead moves a segment whose claim was left by a restorer
+// that is gone: mv waits for the claim's lease (at least its own, --lease),
+// sees it unchanged and takes it over.
+func TestMvClaimedByTheDead(t *testing.T) {
+	src := makeSample(t)
+	dst := t.TempDir()
+	claimAs(t, &fs.Reader{Directory: src}, segB.name(), "killed-restorer", time.Second)
+	r := cli(t, 0, "mv", src, dst, segB.name(), "--lease", "1s")
+	if !strings.Contains(r.stderr, "claimed by killed-restorer: waiting up to 1s") || !strings.Contains(r.stdout, "moved "+segB.name()) {
+		t.Errorf("mv of a dead restorer's segment: %s", r)
+	}
+	if n := areaNames(t, dst, dlqdump.AreaReady); len(n) != 1 {
+		t.Errorf("moved: %v", n)
 	}
 }
 
@@ -150,34 +168,103 @@ func TestMvPartlyRestored(t *testing.T) {
 	ft := footer(t, segPath(src, dlqdump.AreaReady, segA.name()))
 	blk := ft.Blocks[2]
 	rd := &fs.Reader{Directory: src}
-	c, err := rd.Claim(context.Background(), segA.name(), "crashed-restorer", time.Minute)
-	if err != nil {
+	cl := claimAs(t, rd, segA.name(), "crashed-restorer", time.Minute)
+	p := claims.Progress{Offset: blk.Offset, Seq: blk.FirstSeq, Delivered: blk.FirstSeq}
+	if err := cl.Save(context.Background(), p.Marshal()); err != nil {
 		t.Fatal(err)
 	}
-	cp := dlqdump.Checkpoint{Position: segment.Position{Offset: blk.Offset, Seq: blk.FirstSeq}, Delivered: blk.FirstSeq}
-	if err := c.Renew(context.Background(), cp); err != nil {
+	if err := cl.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	left := 12 - int(blk.FirstSeq)
-	if r := cli(t, 0, "ls", src, segA.name()); !strings.Contains(r.stdout, itoa(int(blk.FirstSeq))+" of 12 restored") {
+	done, left := int(blk.FirstSeq), 12-int(blk.FirstSeq)
+	counts := itoa(done) + " delivered, " + itoa(left) + " remaining"
+	if r := cli(t, 0, "ls", src, segA.name()); !strings.Contains(r.stdout, "released by crashed-restorer (written ") || !strings.Contains(r.stdout, counts) {
 		t.Errorf("ls of a partly restored segment: %s", r)
 	}
 	want := cli(t, 0, "cat", src, segA.name()).stdout
 	if n := strings.Count(want, "\n"); n != left {
 		t.Fatalf("cat of a partly restored segment: %d records, want %d", n, left)
 	}
+	orig := snapshot(t, src)
 	r := cli(t, 0, "mv", src, dst, segA.name())
-	if !strings.Contains(r.stderr, "left out the "+itoa(int(blk.FirstSeq))+" records a restorer already delivered") {
+	if !strings.Contains(r.stderr, "moved with its restore progress ("+itoa(done)+" delivered)") {
 		t.Errorf("mv: %s", r)
 	}
-	if got := cli(t, 0, "cat", dst, segA.name()).stdout; got != renumber(want) {
-		t.Errorf("moved records:\n%s\nwant\n%s", got, renumber(want))
+	// The copy has the same bytes, and the same progress: ls, cat and a
+	// restore of the copy see only what was left.
+	if got, _ := os.ReadFile(segPath(dst, dlqdump.AreaReady, segA.name())); !bytes.Equal(got, orig["ready/"+segA.name()]) {
+		t.Errorf("the moved segment's bytes differ")
+	}
+	if r := cli(t, 0, "ls", dst, segA.name()); !strings.Contains(r.stdout, counts) {
+		t.Errorf("ls of the moved segment: %s", r)
+	}
+	if got := cli(t, 0, "cat", dst, segA.name()).stdout; got != want {
+		t.Errorf("moved records:\n%s\nwant\n%s", got, want)
 	}
 	cli(t, 0, "verify", dst)
 	if n := areaNames(t, src, dlqdump.AreaReady); len(n) != 2 {
 		t.Errorf("left in the source: %v", n)
 	}
+	if entries, _ := os.ReadDir(filepath.Join(src, fs.ClaimsDir)); len(claimFiles(entries)) != 0 {
+		t.Errorf("claim records left in the source: %v", entries)
+	}
+	tg := newTarget(t, nil)
+	cli(t, 0, "restore", dst, "--to", tg.URL)
+	got := tg.deliveredNow()
+	if len(got) != left {
+		t.Errorf("the restore of the moved segment delivered %d records, want the %d left", len(got), left)
+	}
+	for _, rc := range segA.records[:done] {
+		if got[string(rc.payload)] > 0 {
+			t.Errorf("%s was delivered before the move and again after it", rc.payload)
+		}
+	}
+}
+
+// claimAs takes the claim on a segment as a restorer named owner would.
+func claimAs(t *testing.T, rd sink.Reader, name, owner string, lease time.Duration) *claims.Claim {
+	t.Helper()
+	c, err := claims.NewClaimer(rd, owner, lease, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Claim(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// renewing renews a claim over and over, as a live restorer would (far
+// more often, so that the test does not depend on timing), until stopped.
+func renewing(t *testing.T, cl *claims.Claim) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := cl.Save(context.Background(), nil); err != nil {
+				t.Errorf("renew: %v", err)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// claimFiles returns the names of the claim records among entries.
+func claimFiles(entries []os.DirEntry) []string {
+	var n []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".claim") {
+			n = append(n, e.Name())
+		}
+	}
+	return n
 }

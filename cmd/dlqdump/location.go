@@ -17,6 +17,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // s3Flags are the flags that override the AWS environment.
@@ -108,14 +109,14 @@ func (a *app) open(s string, mustExist bool) (*location, error) {
 				return nil, fmt.Errorf("location %s: not a directory", l.dir)
 			}
 		}
-		l.reader = &fs.Reader{Directory: l.dir}
+		l.reader = wrapReader(&fs.Reader{Directory: l.dir})
 		return l, nil
 	}
 	client, err := a.s3Client(a.ctx)
 	if err != nil {
 		return nil, err
 	}
-	l.reader = &s3.Reader{Client: client, Bucket: l.bucket, Prefix: l.prefix}
+	l.reader = wrapReader(&s3.Reader{Client: client, Bucket: l.bucket, Prefix: l.prefix})
 	return l, nil
 }
 
@@ -164,7 +165,7 @@ func parseAreas(s string) ([]dlqdump.Area, error) {
 	if s == "all" {
 		return allAreas, nil
 	}
-	ar, err := dlqdump.ParseArea(s)
+	ar, err := sink.ParseArea(s)
 	if err != nil {
 		return nil, usageErrorf("--area %q: want ready, quarantine, archive or all", s)
 	}
@@ -174,13 +175,13 @@ func parseAreas(s string) ([]dlqdump.Area, error) {
 // list returns the segments of the areas, oldest first within each area.
 // With names, only those segments, searched in the areas; a name found in
 // none is an error.
-func (a *app) list(l *location, areas []dlqdump.Area, names []string) ([]dlqdump.SegmentInfo, error) {
+func (a *app) list(l *location, areas []dlqdump.Area, names []string) ([]sink.Info, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	found := map[string]bool{}
-	var out []dlqdump.SegmentInfo
+	var out []sink.Info
 	for _, ar := range areas {
 		for si, err := range l.reader.List(a.ctx, ar) {
 			if err != nil {

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func newLsCmd(a *app) *cobra.Command {
@@ -21,16 +22,29 @@ func newLsCmd(a *app) *cobra.Command {
 		Use:   "ls LOCATION [SEGMENT...]",
 		Short: "List segments: state, data version, records, sizes, time range",
 		Long: `List the segments of a dump, oldest first within each area, with their
-state (ready, claimed by a running restorer, quarantined, archived), data
-Version, record count, raw (uncompressed) and stored bytes (the segment's
-size), compression ratio (raw/stored) and the time range of their records.
-Sealed segments are described by their footer; unsealed ones are scanned.
+state (ready, claimed by a restorer, quarantined, archived), data Version,
+record count, raw (uncompressed) and stored bytes (the segment's size),
+compression ratio (raw/stored) and the time range of their records. Sealed
+segments are described by their footer; unsealed ones are scanned.
+
+A segment that a restorer claimed, or partly restored, has a claim record:
+the NOTE column says who wrote it last and when (by that host's clock), and
+how many records were delivered and remain, e.g.
+  released by orders-7f3a (written 2026-03-01T12:00:00Z); 4 delivered, 8 remaining
+"claimed by" means a restorer holds the claim (or held it and has not been
+seen gone: a claim not renewed within its lease is taken over by the next
+restorer).
 
 With --json, one JSON object per segment and line:
   {"name":"...","area":"ready","state":"ready","size":1234,"version":"1.0.0.0",
    "codec":"zstd","created":"...","sealed":true,"blocks":1,"records":10,
    "raw_bytes":2048,"stored_bytes":1234,"ratio":1.66,"first":"...","last":"...",
-   "reason":"(quarantined: why)","claim":{...},"damage":["..."],"error":"..."}
+   "reason":"(quarantined: why)","damage":["..."],"error":"..."}
+and, for a segment with a claim record,
+   "claim":{"owner":"orders-7f3a","state":"released","written":"...",
+            "delivered":4,"quarantined":0,"skipped":0,"remaining":8}
+(state is held, released, or quarantined for a segment a restorer moved to
+quarantine after delivering part of it).
 
 Damage (an unreadable header, a missing footer, damaged blocks) is reported
 on stderr, naming the segment and offset, and makes the exit status 3.`,
@@ -51,7 +65,10 @@ on stderr, naming the segment and offset, and makes the exit status 3.`,
 			if err != nil {
 				return err
 			}
-			sums := a.summarizeAll(l, infos)
+			sums, err := a.summarizeAll(l, infos)
+			if err != nil {
+				return err
+			}
 			return a.printLs(l, sums, asJSON)
 		}),
 	}
@@ -61,8 +78,12 @@ on stderr, naming the segment and offset, and makes the exit status 3.`,
 }
 
 // summarizeAll summarizes segments, several at a time (S3 latency), in
-// order.
-func (a *app) summarizeAll(l *location, infos []dlqdump.SegmentInfo) []*summary {
+// order, with their claim records.
+func (a *app) summarizeAll(l *location, infos []sink.Info) ([]*summary, error) {
+	claims, err := a.inspectAll(l, infos)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*summary, len(infos))
 	workers := 1
 	if l.isS3() {
@@ -76,44 +97,36 @@ func (a *app) summarizeAll(l *location, infos []dlqdump.SegmentInfo) []*summary 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i] = a.summarize(l, si)
+			out[i] = a.summarize(l, si, claims[si.Name])
 		}()
 	}
 	wg.Wait()
-	return out
-}
-
-type lsClaimJSON struct {
-	Owner       string `json:"owner"`
-	Expires     string `json:"expires,omitempty"`
-	Delivered   uint64 `json:"delivered"`
-	Quarantined uint64 `json:"quarantined"`
+	return out, nil
 }
 
 type lsJSON struct {
-	Name        string       `json:"name"`
-	Area        string       `json:"area"`
-	State       string       `json:"state"`
-	Size        int64        `json:"size"`
-	Version     string       `json:"version,omitempty"`
-	Codec       string       `json:"codec,omitempty"`
-	Created     string       `json:"created,omitempty"`
-	Sealed      bool         `json:"sealed"`
-	Blocks      int          `json:"blocks"`
-	Records     uint64       `json:"records"`
-	RawBytes    uint64       `json:"raw_bytes"`
-	StoredBytes int64        `json:"stored_bytes"`
-	Ratio       float64      `json:"ratio"`
-	First       string       `json:"first,omitempty"`
-	Last        string       `json:"last,omitempty"`
-	Reason      string       `json:"reason,omitempty"`
-	Claim       *lsClaimJSON `json:"claim,omitempty"`
-	Damage      []string     `json:"damage,omitempty"`
-	Error       string       `json:"error,omitempty"`
+	Name        string     `json:"name"`
+	Area        string     `json:"area"`
+	State       string     `json:"state"`
+	Size        int64      `json:"size"`
+	Version     string     `json:"version,omitempty"`
+	Codec       string     `json:"codec,omitempty"`
+	Created     string     `json:"created,omitempty"`
+	Sealed      bool       `json:"sealed"`
+	Blocks      int        `json:"blocks"`
+	Records     uint64     `json:"records"`
+	RawBytes    uint64     `json:"raw_bytes"`
+	StoredBytes int64      `json:"stored_bytes"`
+	Ratio       float64    `json:"ratio"`
+	First       string     `json:"first,omitempty"`
+	Last        string     `json:"last,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	Claim       *claimJSON `json:"claim,omitempty"`
+	Damage      []string   `json:"damage,omitempty"`
+	Error       string     `json:"error,omitempty"`
 }
 
 func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
-	now := time.Now()
 	var damaged, failed int
 	t := newTable(3, 4, 5, 6)
 	t.add("NAME", "STATE", "VERSION", "RECORDS", "RAW", "STORED", "RATIO", "FIRST", "LAST", "NOTE")
@@ -130,7 +143,7 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 		}
 		if asJSON {
 			j := lsJSON{
-				Name: s.info.Name, Area: s.info.Area.String(), State: s.state(now), Size: s.info.Size,
+				Name: s.info.Name, Area: s.info.Area.String(), State: s.state(), Size: s.info.Size,
 				Sealed: s.sealed, Blocks: s.blocks, Records: s.records, RawBytes: s.raw, StoredBytes: s.info.Size,
 				Ratio: math.Round(s.ratio()*100) / 100, First: jsonTime(s.minT), Last: jsonTime(s.maxT), Reason: s.info.Reason,
 			}
@@ -139,9 +152,7 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 				j.Codec = s.hdr.Codec.String()
 				j.Created = jsonTime(s.hdr.Created)
 			}
-			if c := s.info.Claim; c != nil {
-				j.Claim = &lsClaimJSON{Owner: c.Owner, Expires: jsonTime(c.Expires), Delivered: c.Checkpoint.Delivered, Quarantined: c.Checkpoint.Quarantined}
-			}
+			j.Claim = s.claim.json(s.records, s.read)
 			for _, d := range s.damage {
 				j.Damage = append(j.Damage, d.Error())
 			}
@@ -158,7 +169,7 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 			version = dlqdump.Version(s.hdr.DataVersion).String()
 			records, raw = strconv.FormatUint(s.records, 10), humanBytes(s.raw)
 		}
-		t.add(s.info.Name, s.state(now), version, records, raw, humanBytes(s.info.Size), fmtRatio(s.ratio()), fmtTime(s.minT), fmtTime(s.maxT), s.note())
+		t.add(s.info.Name, s.state(), version, records, raw, humanBytes(s.info.Size), fmtRatio(s.ratio()), fmtTime(s.minT), fmtTime(s.maxT), s.note())
 	}
 	if !asJSON {
 		dropEmptyLastColumn(t)
@@ -186,18 +197,19 @@ func dropEmptyLastColumn(t *table) {
 
 // note says what is unusual about a segment, for the NOTE column.
 func (s *summary) note() string {
+	var parts []string
 	switch {
 	case s.err != nil:
-		return "error: see above"
+		parts = append(parts, "error: see above")
 	case !s.read:
-		return "damaged header"
+		parts = append(parts, "damaged header")
 	case !s.sealed && len(s.damage) > 1:
-		return fmt.Sprintf("unsealed, %s", plural(len(s.damage)-1, "damaged block"))
+		parts = append(parts, fmt.Sprintf("unsealed, %s", plural(len(s.damage)-1, "damaged block")))
 	case !s.sealed:
-		return "unsealed"
+		parts = append(parts, "unsealed")
 	}
-	if cp := checkpointOf(s.info); cp.Seq > 0 {
-		return fmt.Sprintf("%d of %d restored", cp.Seq, s.records)
+	if s.claim != nil {
+		parts = append(parts, s.claim.note(s.records, s.read))
 	}
-	return ""
+	return strings.Join(parts, "; ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func newQuarantineCmd(a *app) *cobra.Command {
@@ -42,10 +44,18 @@ func newQuarantineLsCmd(a *app) *cobra.Command {
 and reason: the segment's own reason when it was moved aside whole, else the
 reasons its records carry (the "quarantine" header), most frequent first.
 
+A segment that a restorer moved to quarantine after delivering part of it
+(it had damaged blocks, say) keeps its restore progress in its claim
+record: RECORDS counts only the records not delivered, the reason starts
+with how many were, and releasing it resumes after them, so that none is
+delivered twice.
+
 With --json, one object per segment and line:
   {"name":"...","size":1234,"records":3,"first":"...","last":"...",
    "reason":"version 2.0.0.0, restorer expects 1.0.0.0",
-   "record_reasons":{"refused by the destination: ...":3}}`,
+   "record_reasons":{"refused by the destination: ...":3},
+   "claim":{"owner":"...","state":"quarantined","delivered":985,...}}
+(claim only for a segment with a claim record; see dlqdump ls --help).`,
 		Example: `  dlqdump quarantine ls /var/lib/app/dlq
   dlqdump quarantine ls s3://dead-letters/orders/ --json`,
 		Args: argsRange(1, 1, "LOCATION"),
@@ -54,7 +64,7 @@ With --json, one object per segment and line:
 			if err != nil {
 				return err
 			}
-			infos, err := a.list(l, []dlqdump.Area{dlqdump.AreaQuarantine}, nil)
+			infos, err := a.list(l, []sink.Area{sink.AreaQuarantine}, nil)
 			if err != nil {
 				return err
 			}
@@ -74,18 +84,27 @@ type quarantineJSON struct {
 	Reason        string            `json:"reason,omitempty"`
 	RecordReasons map[string]uint64 `json:"record_reasons,omitempty"`
 	Damage        []string          `json:"damage,omitempty"`
+	Claim         *claimJSON        `json:"claim,omitempty"`
 }
 
-func (a *app) quarantineLs(l *location, infos []dlqdump.SegmentInfo, asJSON bool) error {
+func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
+	claimed, err := a.inspectAll(l, infos)
+	if err != nil {
+		return err
+	}
 	t := newTable(1)
 	t.add("NAME", "RECORDS", "FIRST", "LAST", "REASON")
 	var failed, damaged int
 	for _, si := range infos {
 		j := quarantineJSON{Name: si.Name, Size: si.Size, Reason: si.Reason, RecordReasons: map[string]uint64{}}
 		var minT, maxT int64
-		_, err := a.walk(l, si, walkOpts{}, func(_ *segment.Header, b *segment.Block) error {
+		cv := claimed[si.Name]
+		_, err := a.walk(l, si, walkOpts{done: cv}, func(_ *segment.Header, b *segment.Block) error {
 			for i := range b.Len() {
 				rec := b.Record(i)
+				if cv.skip(rec.Seq) {
+					continue
+				}
 				if j.Records == 0 || rec.Time < minT {
 					minT = rec.Time
 				}
@@ -115,6 +134,9 @@ func (a *app) quarantineLs(l *location, infos []dlqdump.SegmentInfo, asJSON bool
 		first, last := timeOf(j.Records, minT), timeOf(j.Records, maxT)
 		if asJSON {
 			j.First, j.Last = jsonTime(first), jsonTime(last)
+			if cv != nil {
+				j.Claim = cv.json(j.Records, false)
+			}
 			if len(j.RecordReasons) == 0 {
 				j.RecordReasons = nil
 			}
@@ -123,7 +145,11 @@ func (a *app) quarantineLs(l *location, infos []dlqdump.SegmentInfo, asJSON bool
 			}
 			continue
 		}
-		t.add(si.Name, strconv.FormatUint(j.Records, 10), fmtTime(first), fmtTime(last), reasonText(si.Reason, j.RecordReasons, j.Records))
+		reason := reasonText(si.Reason, j.RecordReasons, j.Records)
+		if cv.started() {
+			reason = fmt.Sprintf("(%s before it was quarantined) %s", cv.counts(0, false), reason)
+		}
+		t.add(si.Name, strconv.FormatUint(j.Records, 10), fmtTime(first), fmtTime(last), reason)
 	}
 	if !asJSON {
 		if len(infos) == 0 {
@@ -192,7 +218,12 @@ func newQuarantineReleaseCmd(a *app) *cobra.Command {
 area, where the next restore picks them up; their quarantine reason is
 dropped. Release a segment once what made it fail is fixed: a segment of
 another data Version is quarantined again by a restorer that still does not
-accept that version.`,
+accept that version.
+
+A segment that a restorer quarantined after delivering part of it keeps its
+restore progress (its claim record), so the next restore resumes after the
+records delivered already. A segment of the same name already ready is
+never replaced: that is an error naming both.`,
 		Example: `  dlqdump quarantine release /var/lib/app/dlq 20261122T101500.123456789Z-0123456789abcdef.dlq
   dlqdump quarantine release s3://dead-letters/orders/ --all`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...|--all]"),
@@ -208,28 +239,53 @@ accept that version.`,
 			if err != nil {
 				return err
 			}
-			infos, err := a.list(l, []dlqdump.Area{dlqdump.AreaQuarantine}, names)
+			infos, err := a.list(l, []sink.Area{sink.AreaQuarantine}, names)
 			if err != nil {
 				return err
 			}
-			var failed []error
-			for _, si := range infos {
-				if a.interrupted() {
-					break
-				}
-				if err := l.reader.Move(a.ctx, si.Name, dlqdump.AreaQuarantine, dlqdump.AreaReady, ""); err != nil {
-					failed = append(failed, err)
-					a.warnf("release %s: %v", si.Name, err)
-					continue
-				}
-				if !a.quiet {
-					a.printOut("released " + si.Name)
-				}
-			}
-			a.infof("released %s of %d in %s", plural(len(infos)-len(failed), "segment"), len(infos), l)
-			return errors.Join(failed...)
+			return a.release(l, infos)
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "release every quarantined segment")
 	return cmd
+}
+
+// release moves quarantined segments to the ready area, never replacing a
+// ready segment; their records (claim and restore progress) stay as they
+// are, so a restore resumes where the segment was left.
+func (a *app) release(l *location, infos []sink.Info) error {
+	var failed []error
+	released := 0
+	for _, si := range infos {
+		if a.interrupted() {
+			break
+		}
+		err := l.reader.Move(a.ctx, si.Name, sink.AreaQuarantine, sink.AreaReady, "")
+		switch {
+		case errors.Is(err, sink.ErrExist):
+			err = fmt.Errorf("release %s: %s is in the way (a segment of that name is ready already; not replaced): %w",
+				l.segPath(sink.AreaQuarantine, si.Name), l.segPath(sink.AreaReady, si.Name), err)
+		case errors.Is(err, sink.ErrNotFound):
+			err = fmt.Errorf("release %s: gone meanwhile: %w", l.segPath(sink.AreaQuarantine, si.Name), err)
+		case err != nil:
+			err = fmt.Errorf("release %s: %w", l.segPath(sink.AreaQuarantine, si.Name), err)
+		}
+		if err != nil {
+			if a.interrupted() && errors.Is(err, context.Canceled) {
+				return err
+			}
+			failed = append(failed, err)
+			a.warnf("%v", err)
+			continue
+		}
+		released++
+		if !a.quiet {
+			a.printOut("released " + si.Name)
+		}
+	}
+	a.infof("released %s of %d in %s", plural(released, "segment"), len(infos), l)
+	if len(failed) > 0 {
+		return fmt.Errorf("%s of %d not released", plural(len(failed), "segment"), len(infos))
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 type restoreFlags struct {
@@ -116,6 +116,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	case f.lease < time.Second:
 		return usageErrorf("--lease %s: want at least 1s", f.lease)
 	}
+	a.lease = f.lease
 	var version dlqdump.Version
 	anyVersion := f.version == ""
 	if !anyVersion {
@@ -133,24 +134,21 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if err != nil {
 		return err
 	}
-	ready, err := a.list(l, []dlqdump.Area{dlqdump.AreaReady}, names)
+	ready, err := a.list(l, []sink.Area{sink.AreaReady}, names)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
 	var total int64
-	var claimed []string
-	for _, si := range ready {
-		if c := si.Claim; c != nil && c.Expires.After(now) {
-			claimed = append(claimed, fmt.Sprintf("%s (by %s)", si.Name, c.Owner))
-		}
-	}
-	if len(claimed) > 0 {
-		a.infof("skipping %s claimed by another restorer: %s", plural(len(claimed), "segment"), strings.Join(claimed, ", "))
-	}
 	if a.progressEnabled() && !f.dryRun {
-		for _, s := range a.summarizeAll(l, ready) {
+		sums, err := a.summarizeAll(l, ready)
+		if err != nil {
+			return err
+		}
+		for _, s := range sums {
 			total += int64(s.records)
+			if s.claim != nil && s.claim.progErr == nil {
+				total -= int64(min(s.records, s.claim.prog.Seq))
+			}
 		}
 	}
 
@@ -217,6 +215,9 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		}
 	}
 	rep, runErr := r.Run(runCtx, opts)
+	if runErr == nil && !f.dryRun && rep.Claimed > 0 && !a.interrupted() {
+		runErr = a.restoreClaimed(l, r, runCtx, opts, &rep)
+	}
 	bar.finish()
 	if sd != nil && sd.failed != nil {
 		return fmt.Errorf("writing to stdout failed: %v; the segment being restored keeps its undelivered records", sd.failed)
@@ -240,12 +241,6 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		return silentExit(exitUndelivered)
 	}
 	return nil
-}
-
-// cliOwner names this process in claims.
-func cliOwner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("dlqdump-cli@%s-%d", host, os.Getpid())
 }
 
 // logger returns a logger for the library's warnings, printed on stderr as

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump/internal/claims"
 )
 
 // Exit codes.
@@ -109,6 +112,12 @@ type app struct {
 
 	outMu sync.Mutex // serialises stderr between messages and the bar
 	bar   *progress  // the bar being drawn, if any
+
+	// lease is the lease of the claims this process takes (mv), and the
+	// one it assumes for a damaged claim record (--lease, hidden).
+	lease    time.Duration
+	claimMu  sync.Mutex
+	claimers map[*location]*claims.Claimer
 }
 
 // printErr prints a line on stderr, erasing the progress bar first (it is
@@ -194,7 +203,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	soft, softCancel := context.WithCancel(hard)
 	defer softCancel()
-	a := &app{stdout: stdout, stderr: stderr, soft: soft, ctx: hard}
+	a := &app{stdout: stdout, stderr: stderr, soft: soft, ctx: hard, lease: defaultLease}
 
 	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -6,14 +6,15 @@ import (
 	"io"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // summary describes one segment: what its header and footer say, or what a
 // scan of its blocks found when it is unsealed.
 type summary struct {
-	info    dlqdump.SegmentInfo
+	info    sink.Info
+	claim   *claimView // the segment's record, nil if none
 	hdr     segment.Header
 	read    bool // the header was read
 	sealed  bool
@@ -30,15 +31,20 @@ type summary struct {
 	err error
 }
 
-// state returns ready, claimed, quarantined or archived.
-func (s *summary) state(now time.Time) string {
-	switch s.info.Area {
-	case dlqdump.AreaQuarantine:
+// state returns ready, claimed (a restorer holds its claim, or held it and
+// has not been seen gone), quarantined or archived.
+func (s *summary) state() string {
+	return segState(s.info, s.claim)
+}
+
+func segState(si sink.Info, c *claimView) string {
+	switch si.Area {
+	case sink.AreaQuarantine:
 		return "quarantined"
-	case dlqdump.AreaArchive:
+	case sink.AreaArchive:
 		return "archived"
 	}
-	if c := s.info.Claim; c != nil && c.Expires.After(now) {
+	if c != nil && c.rec.Held() {
 		return "claimed"
 	}
 	return "ready"
@@ -55,8 +61,8 @@ func (s *summary) ratio() float64 {
 
 // summarize reads a segment's header and footer; an unsealed segment is
 // scanned block by block.
-func (a *app) summarize(l *location, si dlqdump.SegmentInfo) *summary {
-	s := &summary{info: si}
+func (a *app) summarize(l *location, si sink.Info, claim *claimView) *summary {
+	s := &summary{info: si, claim: claim}
 	f, err := l.reader.Open(a.ctx, si.Area, si.Name)
 	if err != nil {
 		s.err = fmt.Errorf("open %s: %w", l.segPath(si.Area, si.Name), err)
@@ -129,29 +135,38 @@ type walkStats struct {
 	unknownLost bool
 }
 
-// checkpointOf returns where restoring a ready segment resumes: the records
-// before it were delivered or quarantined. Zero when not partly restored.
-func checkpointOf(si dlqdump.SegmentInfo) segment.Position {
-	if si.Area != dlqdump.AreaReady || si.Claim == nil {
-		return segment.Position{}
-	}
-	return si.Claim.Checkpoint.Position
-}
-
 // walkOpts choose what walk reads.
 type walkOpts struct {
 	// flt, when it bounds times, lets walk skip the blocks of a sealed
 	// segment outside them.
 	flt *filter
-	// from skips the records before this position (a restore checkpoint).
-	from segment.Position
+	// done, when set, is the restore progress of the segment: walk skips
+	// the blocks of records handled already, and the callers skip the
+	// records for which done.skip is true.
+	done *claimView
+}
+
+// from returns where walk starts: the first record the progress in o.done
+// did not handle (the position, or the first record set aside before it).
+func (o *walkOpts) from() segment.Position {
+	v := o.done
+	if v == nil || v.progErr != nil {
+		return segment.Position{}
+	}
+	pos := segment.Position{Offset: v.prog.Offset, Seq: v.prog.Seq}
+	for _, r := range v.prog.Aside {
+		if r.From < pos.Seq {
+			pos = segment.Position{Offset: r.Offset, Seq: r.From}
+		}
+	}
+	return pos
 }
 
 // walk opens a segment and calls fn for every intact block, in order, and
 // damage for every damaged part (header, footer, block), each a
 // *segment.CorruptError naming the segment and the offset. It stops at the
 // first error from fn, I/O or the context.
-func (a *app) walk(l *location, si dlqdump.SegmentInfo, o walkOpts, fn blockFunc, damage func(error)) (walkStats, error) {
+func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage func(error)) (walkStats, error) {
 	var st walkStats
 	f, err := l.reader.Open(a.ctx, si.Area, si.Name)
 	if err != nil {
@@ -178,6 +193,7 @@ func (a *app) walk(l *location, si dlqdump.SegmentInfo, o walkOpts, fn blockFunc
 	if timed && (len(ft.Blocks) == 0 || !flt.overlaps(ft.MinTime.UnixNano(), ft.MaxTime.UnixNano())) {
 		return st, nil
 	}
+	from := o.from()
 	var b segment.Block
 	handle := func(err error) error {
 		if err == nil {
@@ -202,10 +218,10 @@ func (a *app) walk(l *location, si dlqdump.SegmentInfo, o walkOpts, fn blockFunc
 			if err := a.soft.Err(); err != nil {
 				return st, err
 			}
-			if !flt.overlaps(bi.MinTime, bi.MaxTime) || bi.FirstSeq+uint64(bi.Count) <= o.from.Seq {
+			if !flt.overlaps(bi.MinTime, bi.MaxTime) || bi.FirstSeq+uint64(bi.Count) <= from.Seq {
 				continue
 			}
-			if err := sr.Seek(segment.Position{Offset: bi.Offset, Seq: max(bi.FirstSeq, o.from.Seq)}); err != nil {
+			if err := sr.Seek(segment.Position{Offset: bi.Offset, Seq: max(bi.FirstSeq, from.Seq)}); err != nil {
 				return st, err
 			}
 			if err := handle(sr.ReadBlock(&b)); err != nil {
@@ -214,10 +230,10 @@ func (a *app) walk(l *location, si dlqdump.SegmentInfo, o walkOpts, fn blockFunc
 		}
 		return st, nil
 	}
-	if o.from != (segment.Position{}) {
-		if err := sr.Seek(o.from); err != nil {
-			// Like the Restorer: a checkpoint outside the segment
-			// means reading it from the start.
+	if from != (segment.Position{}) {
+		if err := sr.Seek(from); err != nil {
+			// A checkpoint outside the segment (the Restorer
+			// quarantines such a segment): read it all.
 			_ = sr.Seek(segment.Position{})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func newStatCmd(a *app) *cobra.Command {
@@ -29,6 +30,8 @@ func newStatCmd(a *app) *cobra.Command {
 compression ratio, oldest and newest record) and how many records have each
 value of a header: "reason" by default, or each --by KEY. Every record is
 read, so damaged blocks are found (and reported on stderr, exit status 3).
+Records a restorer already handled (before the restore progress kept in a
+segment's claim record) are not counted: only what is still in the dump.
 
 With --json, one object:
   {"segments":4,"states":{"ready":2,"claimed":0,"quarantined":1,"archived":1},
@@ -82,8 +85,11 @@ type statResult struct {
 	by             map[string]*valueCounts
 }
 
-func (a *app) stat(l *location, infos []dlqdump.SegmentInfo, by []string, asJSON bool) error {
-	now := time.Now()
+func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) error {
+	claimed, err := a.inspectAll(l, infos)
+	if err != nil {
+		return err
+	}
 	res := &statResult{states: map[string]int{"ready": 0, "claimed": 0, "quarantined": 0, "archived": 0}, by: map[string]*valueCounts{}}
 	for _, k := range by {
 		res.by[k] = &valueCounts{values: map[string]uint64{}}
@@ -92,12 +98,16 @@ func (a *app) stat(l *location, infos []dlqdump.SegmentInfo, by []string, asJSON
 	for _, si := range infos {
 		res.segments++
 		res.stored += si.Size
-		res.states[(&summary{info: si}).state(now)]++
+		cv := claimed[si.Name]
+		res.states[segState(si, cv)]++
 		damaged := false
-		_, err := a.walk(l, si, walkOpts{from: checkpointOf(si)}, func(_ *segment.Header, b *segment.Block) error {
+		_, err := a.walk(l, si, walkOpts{done: cv}, func(_ *segment.Header, b *segment.Block) error {
 			res.raw += uint64(b.Info().RawLen)
 			for i := range b.Len() {
 				rec := b.Record(i)
+				if cv.skip(rec.Seq) {
+					continue
+				}
 				if res.records == 0 || rec.Time < res.oldest {
 					res.oldest = rec.Time
 				}
@@ -130,7 +140,6 @@ func (a *app) stat(l *location, infos []dlqdump.SegmentInfo, by []string, asJSON
 			failed = append(failed, err)
 		}
 	}
-	var err error
 	if asJSON {
 		err = res.writeJSON(a.stdout, by)
 	} else {

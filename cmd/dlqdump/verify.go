@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func newVerifyCmd(a *app) *cobra.Command {
@@ -80,7 +81,7 @@ func sameDir(x, y string) bool {
 	return os.SameFile(sx, sy)
 }
 
-func (a *app) verify(l *location, infos []dlqdump.SegmentInfo, salvage *location) error {
+func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 	var total int64
 	for _, si := range infos {
 		total += si.Size
@@ -221,7 +222,7 @@ func isHeaderDamage(damage []error) bool {
 
 // salvage copies the intact records of a damaged segment into a new sealed
 // segment of the same name in the ready area of dst.
-func (a *app) salvage(l *location, si dlqdump.SegmentInfo, dst *location) (uint64, error) {
+func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) {
 	ctx := a.ctx
 	if _, err := dst.reader.Open(ctx, dlqdump.AreaReady, si.Name); err == nil {
 		return 0, fmt.Errorf("%s already exists", dst.segPath(dlqdump.AreaReady, si.Name))
