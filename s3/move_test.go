@@ -114,6 +114,66 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
+// A Move retried after it copied its segment but did not delete the source
+// finishes (removes the source) also for objects stored without dlqdump's
+// checksum, as other tools store them: their bytes are compared. Other bytes
+// of the same size are still refused.
+func TestMoveRetryWithoutChecksum(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, Retry: fastRetry}
+		for i, c := range []struct {
+			srcSum, dstSum bool // stored with dlqdump's checksum
+			same           bool
+		}{
+			{false, false, true},
+			{true, false, true},
+			{false, true, true},
+			{false, false, false},
+			{true, false, false},
+		} {
+			name, data := buildSegment(t, time.Now().Add(time.Duration(i)*time.Millisecond), segment.CodecNone, []byte("copied by another tool"))
+			there := data
+			if !c.same {
+				there = bytes.ToUpper(data) // the same size, other bytes
+			}
+			store := func(area sink.Area, b []byte, withSum bool) {
+				t.Helper()
+				if !withSum {
+					e.put(t, areaKey(area, name), b)
+					return
+				}
+				sw, err := r.Create(ctx, area, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := sw.Write(b); err != nil {
+					t.Fatal(err)
+				}
+				if err := sw.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store(sink.AreaReady, data, c.srcSum)
+			store(sink.AreaQuarantine, there, c.dstSum)
+			err := r.Move(ctx, name, sink.AreaReady, sink.AreaQuarantine, "retried")
+			switch {
+			case c.same && err != nil:
+				t.Fatalf("case %d %+v: Move onto the same bytes = %v, want success", i, c, err)
+			case c.same && e.exists(t, name):
+				t.Fatalf("case %d %+v: Move onto the same bytes left the source", i, c)
+			case !c.same && !errors.Is(err, sink.ErrExist):
+				t.Fatalf("case %d %+v: Move onto other bytes of the same size = %v, want ErrExist", i, c, err)
+			case !c.same && !e.exists(t, name):
+				t.Fatalf("case %d %+v: a refused Move removed its source", i, c)
+			}
+			if got, _ := e.get(t, areaKey(sink.AreaQuarantine, name)); !bytes.Equal(got, there) {
+				t.Fatalf("case %d %+v: the destination changed", i, c)
+			}
+		}
+	})
+}
+
 // areaKey returns a segment's key under the prefix.
 func areaKey(a sink.Area, name string) string {
 	switch a {

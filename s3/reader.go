@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"iter"
 	"log/slog"
 	"net/url"
@@ -356,7 +358,8 @@ var errCreateSync = fmt.Errorf("%w: segments made by s3.Reader.Create are stored
 // when moved to quarantine and without it otherwise, then a delete of the
 // source. A segment of that name already at the destination is an error
 // wrapping sink.ErrExist, unless it holds the same bytes (same size and
-// checksum: an earlier Move that got that far), when the source is deleted.
+// checksum, computed by reading an object stored without one: an earlier
+// Move that got that far), when the source is deleted.
 // A missing segment is an error wrapping sink.ErrNotFound.
 func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
 	s, err := r.state()
@@ -386,7 +389,7 @@ func (s *store) move(ctx context.Context, name string, from, to sink.Area, reaso
 	if err != nil {
 		return err
 	}
-	if there, err := s.same(ctx, dst, out); err != nil {
+	if there, err := s.same(ctx, dst, src, out); err != nil {
 		return err
 	} else if !there {
 		meta := map[string]string{}
@@ -414,7 +417,7 @@ func (s *store) move(ctx context.Context, name string, from, to sink.Area, reaso
 			if !preconditionFailed(err) {
 				return err
 			}
-			if there, herr := s.same(ctx, dst, out); herr != nil || !there {
+			if there, herr := s.same(ctx, dst, src, out); herr != nil || !there {
 				return fmt.Errorf("%w: %s segment %s: %w", sink.ErrExist, to, name, err)
 			}
 		}
@@ -422,10 +425,12 @@ func (s *store) move(ctx context.Context, name string, from, to sink.Area, reaso
 	return s.deleteKey(ctx, src)
 }
 
-// same reports whether an object at key holds the segment described by src
-// (same size and checksum); an error wrapping sink.ErrExist when another
-// object is there.
-func (s *store) same(ctx context.Context, key string, src *awss3.HeadObjectOutput) (bool, error) {
+// same reports whether an object at key holds the segment at srcKey,
+// described by src: the same size and checksum. An object stored without
+// dlqdump's checksum (by another tool) has its bytes' checksum computed, by
+// reading it, when the sizes are equal. It returns an error wrapping
+// sink.ErrExist when another object is there.
+func (s *store) same(ctx context.Context, key, srcKey string, src *awss3.HeadObjectOutput) (bool, error) {
 	out, err := s.head(ctx, key)
 	if notFound(err) {
 		return false, nil
@@ -433,11 +438,44 @@ func (s *store) same(ctx context.Context, key string, src *awss3.HeadObjectOutpu
 	if err != nil {
 		return false, err
 	}
-	sum := src.Metadata[MetaChecksum]
-	if sum != "" && out.Metadata[MetaChecksum] == sum && aws.ToInt64(out.ContentLength) == aws.ToInt64(src.ContentLength) {
-		return true, nil
+	size := aws.ToInt64(src.ContentLength)
+	sum, got := src.Metadata[MetaChecksum], out.Metadata[MetaChecksum]
+	if aws.ToInt64(out.ContentLength) == size {
+		if sum == "" {
+			if sum, err = s.checksumOf(ctx, srcKey, size); err != nil {
+				return false, err
+			}
+		}
+		if got == "" {
+			if got, err = s.checksumOf(ctx, key, size); err != nil {
+				return false, err
+			}
+		}
+		if sum == got {
+			return true, nil
+		}
 	}
-	return false, s.opErr("CopyObject", key, fmt.Errorf("%w: another object (%d bytes, checksum %q) is there", sink.ErrExist, aws.ToInt64(out.ContentLength), out.Metadata[MetaChecksum]))
+	return false, s.opErr("CopyObject", key, fmt.Errorf("%w: another object (%d bytes, checksum %q) is there", sink.ErrExist, aws.ToInt64(out.ContentLength), got))
+}
+
+// checksumOf reads the object at key and returns the CRC-32C of its bytes
+// in hex, as MetaChecksum holds it.
+func (s *store) checksumOf(ctx context.Context, key string, size int64) (string, error) {
+	var sum string
+	err := s.call(ctx, "GetObject", key, size, true, func(ctx context.Context) error {
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		h := crc32.New(castagnoli)
+		if _, err := io.Copy(h, out.Body); err != nil {
+			return err
+		}
+		sum = fmt.Sprintf("%08x", h.Sum32())
+		return nil
+	})
+	return sum, err
 }
 
 // setReason replaces the reason of a quarantined segment: a copy onto
