@@ -172,6 +172,27 @@ func TestRecordObject(t *testing.T) {
 		if !slices.Equal(listed, []string{name}) {
 			t.Fatalf("List(ready) = %q, want only the segment", listed)
 		}
+		// Listed page by page.
+		want := []string{name}
+		for i := range 7 {
+			n := segment.FileName(time.Now().Add(time.Duration(i+1)*time.Second), segment.NewID(time.Now()))
+			if _, err := r.WriteRecord(ctx, n, []byte("x"), ""); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, n)
+		}
+		slices.Sort(want)
+		paged := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, ListPageSize: 3, Retry: fastRetry}
+		names = names[:0]
+		for n, err := range paged.RecordNames(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("RecordNames in pages of 3 = %q, want %q", names, want)
+		}
 		// An object larger than a record is refused when read.
 		e.put(t, key, bytes.Repeat([]byte("x"), sink.MaxRecordSize+1))
 		if _, _, err := r.ReadRecord(ctx, name); err == nil || errors.Is(err, sink.ErrNotFound) {
