@@ -15,7 +15,7 @@ import (
 // copyPlain copies a segment's bytes (cp of any area; mv of a quarantined or
 // archived one, which no restorer claims) and, with move, deletes the source.
 // mv carries a quarantined segment's record along: written in DST before the
-// copy is published there, removed from SRC after the source.
+// copy is published there, removed from SRC just before the source.
 func (c *copier) copyPlain(si sink.Info) (res copyResult, err error) {
 	ctx := c.a.ctx
 	srcPath := c.src.segPath(si.Area, si.Name)
@@ -43,14 +43,16 @@ func (c *copier) copyPlain(si sink.Info) (res copyResult, err error) {
 	if err != nil || !c.move {
 		return res, err
 	}
-	if err := c.src.reader.Delete(ctx, si.Area, si.Name); err != nil && !errors.Is(err, sink.ErrNotFound) {
-		return res, fmt.Errorf("copied to %s, but deleting the source %s failed: %w", c.dst.segPath(si.Area, si.Name), srcPath, err)
-	}
+	// The record first: interrupted here, the source is still listed and
+	// the next mv finishes the move (its record is in DST already).
 	if rec != nil {
 		err := c.src.reader.DeleteRecord(ctx, si.Name, recVersion)
 		if err != nil && !errors.Is(err, sink.ErrNotFound) {
-			res.notes = append(res.notes, fmt.Sprintf("its claim record in %s was left (%v)", c.src, err))
+			return res, fmt.Errorf("copied to %s, but removing the claim record of the source %s failed: %w", c.dst.segPath(si.Area, si.Name), srcPath, err)
 		}
+	}
+	if err := c.src.reader.Delete(ctx, si.Area, si.Name); err != nil && !errors.Is(err, sink.ErrNotFound) {
+		return res, fmt.Errorf("copied to %s, but deleting the source %s failed: %w", c.dst.segPath(si.Area, si.Name), srcPath, err)
 	}
 	return res, nil
 }

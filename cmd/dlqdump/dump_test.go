@@ -17,6 +17,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // rec is a record of a test segment.
@@ -54,8 +55,15 @@ func (s *segSpec) name() string {
 // fs.Reader, as a restorer would, and returns its path.
 func writeSegment(t *testing.T, dir string, s segSpec) string {
 	t.Helper()
+	writeSegmentTo(t, &fs.Reader{Directory: dir}, s)
+	return segPath(dir, s.area, s.name())
+}
+
+// writeSegmentTo publishes the segment through a sink.Reader (a directory or
+// an S3 prefix), with its quarantine reason.
+func writeSegmentTo(t *testing.T, rd sink.Reader, s segSpec) {
+	t.Helper()
 	ctx := context.Background()
-	rd := &fs.Reader{Directory: dir}
 	sw, err := rd.Create(ctx, s.area, s.name())
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,6 @@ func writeSegment(t *testing.T, dir string, s segSpec) string {
 			t.Fatal(err)
 		}
 	}
-	return segPath(dir, s.area, s.name())
 }
 
 // segPath returns the path of a segment in a dump directory.

@@ -48,6 +48,10 @@ type s3Target struct {
 }
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(faultArgsEnv); args != "" {
+		// A child of a fault test (fault_test.go): run the command.
+		os.Exit(faultChild(args))
+	}
 	flag.Parse()
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "dlqdump-cli-test-")

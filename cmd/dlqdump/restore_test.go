@@ -22,6 +22,8 @@ type target struct {
 	refuse func(body string, attempt int) int
 
 	mu        sync.Mutex
+	requests  int
+	onRequest func(n int)    // called with the count of requests, before answering
 	attempts  map[string]int // requests per payload
 	delivered map[string]int // 2xx answers per payload
 	headers   map[string]http.Header
@@ -32,6 +34,20 @@ func (tg *target) deliveredNow() map[string]int {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	return maps.Clone(tg.delivered)
+}
+
+// requestsNow returns the count of requests so far.
+func (tg *target) requestsNow() int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.requests
+}
+
+// setOnRequest sets the function called with the count of requests.
+func (tg *target) setOnRequest(f func(n int)) {
+	tg.mu.Lock()
+	tg.onRequest = f
+	tg.mu.Unlock()
 }
 
 // attemptsNow returns a copy of the requests per payload.
@@ -68,7 +84,12 @@ func newTarget(t *testing.T, refuse func(body string, attempt int) int) *target 
 			tg.delivered[body]++
 			tg.headers[body] = r.Header.Clone()
 		}
+		tg.requests++
+		n, hook := tg.requests, tg.onRequest
 		tg.mu.Unlock()
+		if hook != nil {
+			hook(n)
+		}
 		if code == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "0")
 		}
