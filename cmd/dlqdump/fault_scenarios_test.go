@@ -72,13 +72,13 @@ func TestFaultPoints(t *testing.T) {
 			}
 			points, held := 0, 0
 			for _, sig := range []string{"KILL", "INT"} {
-				for _, k := range faultPoints(ops, sc.per) {
+				for _, k := range faultPoints(ops, base.ops, sc.per) {
 					points++
 					if t.Run(fmt.Sprintf("%s-after-op-%d", sig, k), func(t *testing.T) { faultPoint(t, sc, sig, k, false) }) {
 						held++
 					}
 				}
-				for _, k := range faultPoints(deliveries, sc.per) {
+				for _, k := range faultPoints(deliveries, nil, sc.per) {
 					points++
 					if t.Run(fmt.Sprintf("%s-at-delivery-%d", sig, k), func(t *testing.T) { faultPoint(t, sc, sig, k, true) }) {
 						held++

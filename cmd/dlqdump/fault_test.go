@@ -262,26 +262,53 @@ func runChild(t *testing.T, env, args []string, at int, sig string, started func
 }
 
 // faultPoints returns the points to interrupt at among 1..n: all of them
-// with DLQDUMP_FAULT_FULL=1, else a deterministic sample of about per
-// points spread over the range, the first and the last included.
-func faultPoints(n, per int) []int {
-	if n <= 0 {
-		return nil
+// with DLQDUMP_FAULT_FULL=1, else a deterministic sample of about per of
+// them, spread evenly over those that change the store when ops (the
+// operations of a run without faults) is given, else over all.
+func faultPoints(n int, ops []string, per int) []int {
+	var all []int
+	for k := 1; k <= n; k++ {
+		all = append(all, k)
+	}
+	if os.Getenv(faultFullEnv) == "1" || n <= per {
+		return all
+	}
+	if ops != nil {
+		var changing []int
+		for i, op := range ops {
+			if i < n && isChange(op) {
+				changing = append(changing, i+1)
+			}
+		}
+		if len(changing) > 0 {
+			all = changing
+		}
+	}
+	if len(all) <= per {
+		return all
 	}
 	var ks []int
-	if os.Getenv(faultFullEnv) == "1" || n <= per {
-		for k := 1; k <= n; k++ {
-			ks = append(ks, k)
-		}
-		return ks
-	}
 	for i := range per {
-		k := 1 + i*(n-1)/(per-1)
+		k := all[i*(len(all)-1)/(per-1)]
 		if len(ks) == 0 || ks[len(ks)-1] != k {
 			ks = append(ks, k)
 		}
 	}
 	return ks
+}
+
+// isChange reports whether a logged operation ("12 commit NAME") changes the
+// store.
+func isChange(op string) bool {
+	f := strings.Fields(op)
+	if len(f) < 2 {
+		return false
+	}
+	switch f[1] {
+	case "create", "write", "commit", "move", "delete", "write-record", "delete-record", "recover":
+		return true
+	}
+	return false
 }
 
 // tempFiles lists the temporary files under dir: ".NAME.part" (a copy or a
