@@ -70,9 +70,16 @@ what would be delivered, by reason, changing nothing. Segments of any data
 Version are restored unless --version is given; then segments of other
 versions are moved to quarantine.
 
-An interrupt (Ctrl-C) stops at the end of the block being delivered and
-keeps a checkpoint, so the next restore resumes there; a second one stops at
-once (the records of that block may then be delivered again).`,
+An interrupt (Ctrl-C) stops at the record being delivered and keeps a
+checkpoint (the segment's claim record), so the next restore resumes there.
+A restore that is killed instead resumes at its last checkpoint: the records
+of at most one block are delivered again.
+
+Segments are claimed like any restorer claims them. A segment whose claim
+another process holds is watched after the pass: if the claim is renewed, its
+holder is alive and the segment is left to it; if it stays unchanged for the
+holder's lease (a restore or mv that was killed), it is taken over and
+restored.`,
 		Example: `  dlqdump restore /var/lib/app/dlq --dry-run
   dlqdump restore /var/lib/app/dlq --to http://orders.internal:8080/redrive --rate 200
   dlqdump restore /var/lib/app/dlq --where reason=failed --since 24h --to http://localhost:8080/in
