@@ -163,7 +163,8 @@ func (a *app) copyAll(src, dst *location, infos []sink.Info, move bool) error {
 	}
 	var err error
 	if c.records, err = a.inspectAll(src, infos); err != nil {
-		return err
+		// Only cp's notes need them; mv reads each record itself.
+		a.warnf("%v", err)
 	}
 	verb := "copying"
 	if move {
@@ -259,9 +260,14 @@ func (c *copier) claimedLater(later []sink.Info, st *copyStats) error {
 		isFree[n] = true
 	}
 	for _, si := range later {
-		if owner, ok := live[si.Name]; ok || !isFree[si.Name] {
+		if owner, ok := live[si.Name]; ok {
 			st.failed++
 			a.warnf("%s is being restored by %q (its claim is renewed), not moved", c.src.segPath(si.Area, si.Name), owner)
+			continue
+		}
+		if !isFree[si.Name] {
+			st.failed++
+			a.warnf("%s is claimed by another process, and its claim could not be checked: not moved", c.src.segPath(si.Area, si.Name))
 			continue
 		}
 		if a.interrupted() {

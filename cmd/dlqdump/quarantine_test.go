@@ -61,3 +61,24 @@ func TestQuarantinePartlyDelivered(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseNeverReplaces releases a quarantined segment whose name a
+// ready segment has (with other bytes): both stay as they are, and the
+// error names both.
+func TestReleaseNeverReplaces(t *testing.T) {
+	dir := makeSample(t)
+	other := segD
+	other.area = dlqdump.AreaReady
+	other.reason = ""
+	other.records = other.records[:1]
+	writeSegment(t, dir, other)
+	before := tree(t, dir)
+	r := cli(t, exitError, "quarantine", "release", dir, "--all")
+	q, rd := segPath(dir, dlqdump.AreaQuarantine, segD.name()), segPath(dir, dlqdump.AreaReady, segD.name())
+	if !strings.Contains(r.stderr, "release "+q+": "+rd+" is in the way") || !strings.Contains(r.stderr, "not replaced") {
+		t.Errorf("release over a ready segment: %s", r)
+	}
+	if d := treeDiff(before, tree(t, dir)); d != "" {
+		t.Errorf("a refused release changed the dump: %s", d)
+	}
+}
