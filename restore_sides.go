@@ -80,9 +80,9 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	if err == nil {
 		err = sw.Commit(ctx)
 		if errors.Is(err, sink.ErrExist) {
-			// Published by an earlier, interrupted run.
+			// Published by an earlier, interrupted run: drop this copy.
 			g.r.log.Info("a side segment is there already", slog.String("segment", g.name), slog.String("side", name))
-			err = nil
+			err = sw.Abort()
 		}
 	}
 	if err != nil {
