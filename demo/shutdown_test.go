@@ -59,10 +59,40 @@ func dumpedIDs(t *testing.T, app *App) (count map[string]int, reason map[string]
 // up. Before the fix the tasks still in the koykov queue when the graceful
 // budget ended were left there: neither done nor dumped, and not counted.
 func TestGracefulStopKeepsEveryAcceptedTask(t *testing.T) {
+	stopRace(t, false, func(n int) string {
+		// Every tenth task keeps a worker busy for a minute (the graceful
+		// budget ends long before); the rest are quick.
+		if n%10 == 9 {
+			return "!sleep=1m"
+		}
+		return "!ok"
+	})
+}
+
+// The same with a force stop, tasks that fail and wait for their retry,
+// and slow ones: retries waiting and attempts in progress end in the dump.
+func TestForceStopKeepsEveryAcceptedTask(t *testing.T) {
+	stopRace(t, true, func(n int) string {
+		switch n % 4 {
+		case 0:
+			return "!fail"
+		case 1:
+			return "!sleep=20ms"
+		}
+		return "!ok"
+	})
+}
+
+// stopRace posts tasks with payload(n) from several clients, stops the
+// scene (force, or graceful with its budget ending as soon as the intake
+// is closed) while they post, and checks where every task ended.
+func stopRace(t *testing.T, force bool, payload func(n int) string) {
 	cfg := testConfig()
 	cfg.Capacity = 20
 	cfg.Workers = 2
-	cfg.MaxRetries = 0
+	cfg.MaxRetries = 2
+	cfg.BackoffBase = duration(50 * time.Millisecond) // retries wait in the scheduler
+	cfg.BackoffMax = duration(time.Second)
 	cfg.AutoRestore = false // what is dumped stays in the dump, to be read back
 	app, _ := newTestApp(t, &cfg)
 	srv := serve(t, app)
@@ -86,14 +116,8 @@ func TestGracefulStopKeepsEveryAcceptedTask(t *testing.T) {
 			defer wg.Done()
 			for n := 0; ; n++ {
 				id := fmt.Sprintf("c%d-%d", c, n)
-				// Every tenth task keeps a worker busy for a minute (the
-				// graceful budget ends long before); the rest are quick.
-				payload := "!ok"
-				if n%10 == 9 {
-					payload = "!sleep=1m"
-				}
 				resp, err := http.Post(srv.URL+"/enqueue", "application/json",
-					strings.NewReader(fmt.Sprintf(`{"id":%q,"payload":%q}`, id, payload)))
+					strings.NewReader(fmt.Sprintf(`{"id":%q,"payload":%q}`, id, payload(n))))
 				if err != nil {
 					failures <- fmt.Sprintf("POST %s: %v", id, err)
 					return
@@ -139,7 +163,7 @@ func TestGracefulStopKeepsEveryAcceptedTask(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}()
-	stopErr := app.StopScene(ctx, false)
+	stopErr := app.StopScene(ctx, force)
 	wg.Wait()
 	close(failures)
 	for f := range failures {
@@ -184,7 +208,7 @@ func TestGracefulStopKeepsEveryAcceptedTask(t *testing.T) {
 			len(accepted)-done-dumped, len(accepted), strings.Join(lost, ", "))
 	}
 	if shutdown == 0 {
-		t.Errorf("no task was dumped for the shutdown: the queue was not full when the budget ended")
+		t.Errorf("no task was dumped with reason %s: the stop found nothing queued or running", reasonShutdown)
 	}
 	if l := app.ledger(); !l.OK() || l.Accepted != uint64(len(accepted)) || l.Done != int64(done) || l.InDump != int64(dumped) {
 		t.Errorf("ledger %+v, want accepted %d = done %d + in the dump %d, OK", l, len(accepted), done, dumped)
