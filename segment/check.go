@@ -73,6 +73,13 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 	}
 	idx := r.nblock
 	j = blockJob{info: info, base: base, idx: idx, stored: stored}
+	switch {
+	case int64(info.RawLen) > int64(r.maxBlock):
+		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: raw length %d exceeds the cap %d", ErrTooLarge, info.RawLen, r.maxBlock))
+	case r.expansion > 0 && int64(info.RawLen) > r.expansion*(BlockHeaderSize+int64(info.StoredLen)):
+		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: raw length %d is more than %d times the %d bytes the block takes",
+			ErrTooLarge, info.RawLen, r.expansion, BlockHeaderSize+int64(info.StoredLen)))
+	}
 	if info.FirstSeq < r.seq {
 		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: first sequence number %d, expected at least %d", ErrCorrupt, info.FirstSeq, r.seq))
 	}
@@ -149,8 +156,10 @@ func (r *Reader) resync(from int64) int64 {
 
 // checkBlock reads and verifies the block header and checksum at off,
 // returning the block's description, its records' base time and its stored
-// bytes (valid until the next read). Every field is checked before the
-// stored bytes are read.
+// bytes (valid until the next read). The fields are checked for consistency
+// before the stored bytes are read, which are at most the bytes left in the
+// segment; the caps (checkLimits) are checked after, so that an intact block
+// over them is found, reported and passed like any other.
 func (r *Reader) checkBlock(off int64) (BlockInfo, int64, []byte, error) {
 	idx := r.nblock
 	fail := func(info BlockInfo, err error) (BlockInfo, int64, []byte, error) {
@@ -190,13 +199,8 @@ func (r *Reader) checkBlock(off int64) (BlockInfo, int64, []byte, error) {
 	switch {
 	case int64(info.StoredLen) > r.end-off-BlockHeaderSize:
 		return fail(info, fmt.Errorf("%w: stored length %d exceeds the %d bytes left (truncated)", ErrCorrupt, info.StoredLen, r.end-off-BlockHeaderSize))
-	case int64(info.RawLen) > int64(r.maxBlock):
-		return fail(info, fmt.Errorf("%w: raw length %d exceeds the cap %d", ErrTooLarge, info.RawLen, r.maxBlock))
 	case info.StoredLen > info.RawLen:
 		return fail(info, fmt.Errorf("%w: stored length %d exceeds raw length %d", ErrCorrupt, info.StoredLen, info.RawLen))
-	case r.expansion > 0 && int64(info.RawLen) > r.expansion*(BlockHeaderSize+int64(info.StoredLen)):
-		return fail(info, fmt.Errorf("%w: raw length %d is more than %d times the %d bytes the block takes", ErrTooLarge,
-			info.RawLen, r.expansion, BlockHeaderSize+int64(info.StoredLen)))
 	case !info.Codec.valid():
 		return fail(info, fmt.Errorf("%w: unknown codec %d", ErrFormat, info.Codec))
 	case info.RawLen == 0 || info.Count == 0:

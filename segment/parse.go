@@ -24,7 +24,7 @@ type parsedRecord struct {
 // are capped at their length, so appending to them never writes over the
 // bytes that follow.
 func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
-	bodyLen, n := binary.Uvarint(b)
+	bodyLen, n := uvarint(b)
 	if n <= 0 {
 		return rec, nil, fmt.Errorf("record length: bad varint")
 	}
@@ -36,12 +36,16 @@ func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
 		return rec, nil, fmt.Errorf("record length %d exceeds the cap %d", bodyLen, MaxRecordSize)
 	}
 	body, rest := b[:bodyLen:bodyLen], b[bodyLen:]
-	d, n := binary.Varint(body)
+	ux, n := uvarint(body)
 	if n <= 0 {
 		return rec, nil, fmt.Errorf("record time: bad varint")
 	}
+	d := int64(ux >> 1)
+	if ux&1 != 0 {
+		d = ^d
+	}
 	body = body[n:]
-	nh, n := binary.Uvarint(body)
+	nh, n := uvarint(body)
 	if n <= 0 {
 		return rec, nil, fmt.Errorf("header count: bad varint")
 	}
@@ -53,7 +57,7 @@ func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
 	hb := body
 	for i := range int(nh) {
 		for range 2 { // key, then value
-			l, n := binary.Uvarint(body)
+			l, n := uvarint(body)
 			if n <= 0 || l > uint64(len(body)-n) {
 				return rec, nil, fmt.Errorf("header %d: length exceeds the record", i)
 			}
@@ -68,6 +72,14 @@ func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
 		payload: body,
 	}
 	return rec, rest, nil
+}
+
+// uvarint is binary.Uvarint with a fast path for one byte.
+func uvarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return binary.Uvarint(b)
 }
 
 // checkRecords checks that raw holds exactly the block's Count records, each
