@@ -1,0 +1,161 @@
+package dumpfaults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/faults"
+)
+
+// The lines a dump writes about what the Queue answered, one event per line,
+// in order: the same in process and from a child process (on its stdout), so
+// that one parser (parseLog) reads both.
+const (
+	lineAck        = "ack"        // ack I: Enqueue(I) returned nil
+	lineNotDurable = "notdurable" // notdurable I ERR: Enqueue(I) returned ErrNotDurable
+	lineRefused    = "refused"    // refused I ERR: Enqueue(I) returned another error
+	lineFlushed    = "flushed"    // flushed N: Flush after N records returned nil
+	lineFlushErr   = "flusherr"   // flusherr N ERR
+	lineOpenErr    = "openerr"    // openerr ERR: NewQueue failed
+	lineClosed     = "closed"     // closed: Close (Shutdown) returned nil
+	lineCloseErr   = "closeerr"   // closeerr ERR
+	lineStuck      = "stuck"      // stuck WHY: the run gave up on the sink
+	lineHung       = "hung"       // hung WHAT: a call did not return
+	lineDone       = "done"       // the dump ran to its end
+)
+
+// Bounds of a run. They only detect hangs and sinks that never recover; a
+// run that works takes milliseconds.
+const (
+	// stuckAfter is how many genuine sink failures (not injected) a run
+	// tolerates before it gives up: the Queue's back-off reaches it in a
+	// few seconds.
+	stuckAfter = 5
+	// hangAfter is how long Shutdown may take once its context is done
+	// (or a whole in-process run may take) before the run reports a hang.
+	hangAfter = 10 * time.Second
+	// openAttempts is how often the dump calls NewQueue (a user restarting
+	// after NewQueue failed) before it gives up.
+	openAttempts = 3
+)
+
+// dump runs the scenario through w and reports every answer to emit. ctx is
+// the run's deadline: when it is done (the run gave up on a stuck sink, or a
+// Stall fault hit) the dump stops enqueueing and calls Shutdown with it.
+// dump returns when Shutdown and the enqueueing returned or, if they do not
+// within hangAfter of ctx being done, after emitting lineHung (leaving them
+// running).
+func dump(ctx context.Context, sc Scenario, w dlqdump.Writer, emit func(string)) {
+	var q *dlqdump.Queue
+	for attempt := 1; ; attempt++ {
+		var err error
+		if q, err = dlqdump.NewQueue(sc.config(w)); err == nil {
+			break
+		}
+		emit(lineOpenErr + " " + oneLine(err))
+		if attempt == openAttempts || ctx.Err() != nil {
+			emit(lineDone)
+			return
+		}
+	}
+	var closeErr error
+	closed := make(chan struct{})
+	shutdown := sync.OnceFunc(func() {
+		closeErr = q.Shutdown(ctx)
+		close(closed)
+	})
+	enqueued := make(chan struct{})
+	go func() {
+		defer close(enqueued)
+		enqueue(ctx, sc, q, emit)
+	}()
+	// A done ctx ends the dump at once: Shutdown releases the Enqueue and
+	// Flush calls waiting for the sink.
+	select {
+	case <-enqueued:
+	case <-ctx.Done():
+	}
+	go shutdown()
+	if !waitBounded(ctx, closed) || !waitBounded(ctx, enqueued) {
+		emit(lineHung + " Queue.Shutdown did not return " + hangAfter.String() + " after its context was done")
+		return
+	}
+	if closeErr != nil {
+		emit(lineCloseErr + " " + oneLine(closeErr))
+	} else {
+		emit(lineClosed)
+	}
+	closeWriter(ctx, w)
+	emit(lineDone)
+}
+
+// enqueue enqueues the scenario's records, one after the other, with a Flush
+// after FlushAt of them, until ctx is done.
+func enqueue(ctx context.Context, sc Scenario, q *dlqdump.Queue, emit func(string)) {
+	for i := range sc.Records {
+		if ctx.Err() != nil {
+			return
+		}
+		switch err := q.Enqueue(payload(i)); {
+		case err == nil:
+			emit(lineAck + " " + strconv.Itoa(i))
+		case errors.Is(err, dlqdump.ErrNotDurable):
+			emit(fmt.Sprintf("%s %d %s", lineNotDurable, i, oneLine(err)))
+		default:
+			emit(fmt.Sprintf("%s %d %s", lineRefused, i, oneLine(err)))
+		}
+		if i+1 == sc.FlushAt && ctx.Err() == nil {
+			if err := q.Flush(ctx); err != nil {
+				emit(fmt.Sprintf("%s %d %s", lineFlushErr, i+1, oneLine(err)))
+			} else {
+				emit(fmt.Sprintf("%s %d", lineFlushed, i+1))
+			}
+		}
+	}
+}
+
+// waitBounded waits for done; once ctx is done it waits at most hangAfter
+// more and reports whether done came.
+func waitBounded(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(hangAfter)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// closeWriter closes a Writer that has a Close(ctx) (s3.Writer), as the
+// README tells users to after Queue.Close. Its answer is not checked: the
+// Queue's is what the user relies on. A Queue that owns its Writer has
+// closed it already.
+func closeWriter(ctx context.Context, w dlqdump.Writer) {
+	c, ok := w.(faults.ContextCloser)
+	if !ok {
+		return
+	}
+	if ctx.Err() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hangAfter)
+		defer cancel()
+	}
+	_ = c.Close(ctx)
+}
+
+// oneLine returns err's text on one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", " | ")
+}

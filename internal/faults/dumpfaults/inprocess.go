@@ -1,0 +1,75 @@
+package dumpfaults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlqdump/dlqdump/internal/faults"
+)
+
+// runCap bounds an in-process run that neither finishes nor fails: past it
+// the run is ended as stuck. A run takes milliseconds.
+const runCap = 2 * time.Minute
+
+// runInProcess runs the scenario in this process with the fault at p (nil:
+// none), reads the store the moment Close returns nil, then restarts and
+// checks.
+func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *faults.Point) (*Result, error) {
+	o := &observation{sc: sc, point: p}
+	var mu sync.Mutex
+	var lines []string
+	var readErr error
+	var r *run
+	emit := func(line string) {
+		mu.Lock()
+		lines = append(lines, line)
+		mu.Unlock()
+		if line == lineClosed {
+			// Close returned nil: what it promised must be stored now,
+			// before anything else (the README's Writer.Close) runs.
+			// The dump waits for this read.
+			o.atClose, readErr = st.contents(ctx, sc)
+		}
+	}
+	r = newRun(ctx, p, emit)
+	defer r.cancel()
+	w := st.writer(sc, r.in, h.logger())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dump(r.ctx, sc, w, emit)
+	}()
+	capTimer := time.NewTimer(runCap)
+	select {
+	case <-done:
+	case <-capTimer.C:
+		emit(fmt.Sprintf("%s the run did not finish within %s", lineStuck, runCap))
+		r.cancel()
+		<-done // dump is bounded once its context is done
+	}
+	capTimer.Stop()
+	r.in.Release()
+	if readErr != nil {
+		return nil, fmt.Errorf("dumpfaults: read the store at Close: %w", readErr)
+	}
+	mu.Lock()
+	res := &Result{Scenario: sc.Name, Point: p, Counts: r.in.Counts(), Lines: append([]string(nil), lines...)}
+	mu.Unlock()
+	res.Reached = p == nil || len(r.in.Fired()) > 0
+	var err error
+	if o.log, err = parseLog(res.Lines); err != nil {
+		return nil, err
+	}
+	if o.log.hung != "" {
+		// The Queue may still be running: a restart would race it.
+		res.Violations = check(o)
+		return res, nil
+	}
+	if err := h.observeAfter(ctx, o, st); err != nil {
+		return nil, err
+	}
+	res.Violations = check(o)
+	return res, nil
+}
