@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -21,9 +22,10 @@ func blockDigest(b *Block) string {
 	var buf []byte
 	n := 0
 	for rec := range b.Records() {
-		buf = fmt.Appendf(buf[:0], "%d %d %d|", rec.Seq, rec.Time, rec.Headers.Len())
+		buf = binary.AppendUvarint(buf[:0], rec.Seq)
+		buf = binary.AppendVarint(buf, rec.Time)
 		buf = AppendRecordHeaders(buf, rec.Headers)
-		buf = append(buf, '|')
+		buf = binary.AppendUvarint(buf, uint64(len(rec.Payload)))
 		buf = append(buf, rec.Payload...)
 		h.Write(buf)
 		n++
