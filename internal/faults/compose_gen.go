@@ -10,20 +10,34 @@ import (
 
 // composeWriter returns x with the optional interfaces of x.inner that it forwards.
 func composeWriter(x *writer) sink.Writer {
-	var mask uint
-	if _, ok := x.inner.(sink.Recoverer); ok {
-		mask |= 1
+	c0 := 0
+	switch x.inner.(type) {
+	case sink.Recoverer:
+		c0 = 1
 	}
-	if _, ok := x.inner.(sink.Backlogger); ok {
-		mask |= 2
+	c1 := 0
+	switch x.inner.(type) {
+	case sink.BacklogWatcher:
+		c1 = 1
+	case sink.Backlogger:
+		c1 = 2
 	}
-	if _, ok := x.inner.(Flusher); ok {
-		mask |= 4
+	c2 := 0
+	switch x.inner.(type) {
+	case sink.Flusher:
+		c2 = 1
 	}
-	if _, ok := x.inner.(ContextCloser); ok {
-		mask |= 8
+	c3 := 0
+	switch x.inner.(type) {
+	case sink.Closer:
+		c3 = 1
 	}
-	switch mask {
+	c4 := 0
+	switch x.inner.(type) {
+	case sink.DurabilityChecker:
+		c4 = 1
+	}
+	switch key := c0*1 + c1*2 + c2*6 + c3*12 + c4*24; key {
 	case 1:
 		return struct {
 			*writer
@@ -32,101 +46,326 @@ func composeWriter(x *writer) sink.Writer {
 	case 2:
 		return struct {
 			*writer
+			sink.BacklogWatcher
+		}{x, backlogWatcher{x}}
+	case 3:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+		}{x, recoverer{x}, backlogWatcher{x}}
+	case 4:
+		return struct {
+			*writer
 			sink.Backlogger
 		}{x, backlogger{x}}
-	case 3:
+	case 5:
 		return struct {
 			*writer
 			sink.Recoverer
 			sink.Backlogger
 		}{x, recoverer{x}, backlogger{x}}
-	case 4:
-		return struct {
-			*writer
-			Flusher
-		}{x, flusher{x}}
-	case 5:
-		return struct {
-			*writer
-			sink.Recoverer
-			Flusher
-		}{x, recoverer{x}, flusher{x}}
 	case 6:
 		return struct {
 			*writer
-			sink.Backlogger
-			Flusher
-		}{x, backlogger{x}, flusher{x}}
+			sink.Flusher
+		}{x, flusher{x}}
 	case 7:
 		return struct {
 			*writer
 			sink.Recoverer
-			sink.Backlogger
-			Flusher
-		}{x, recoverer{x}, backlogger{x}, flusher{x}}
+			sink.Flusher
+		}{x, recoverer{x}, flusher{x}}
 	case 8:
 		return struct {
 			*writer
-			ContextCloser
-		}{x, contextCloser{x}}
+			sink.BacklogWatcher
+			sink.Flusher
+		}{x, backlogWatcher{x}, flusher{x}}
 	case 9:
 		return struct {
 			*writer
 			sink.Recoverer
-			ContextCloser
-		}{x, recoverer{x}, contextCloser{x}}
+			sink.BacklogWatcher
+			sink.Flusher
+		}{x, recoverer{x}, backlogWatcher{x}, flusher{x}}
 	case 10:
 		return struct {
 			*writer
 			sink.Backlogger
-			ContextCloser
-		}{x, backlogger{x}, contextCloser{x}}
+			sink.Flusher
+		}{x, backlogger{x}, flusher{x}}
 	case 11:
 		return struct {
 			*writer
 			sink.Recoverer
 			sink.Backlogger
-			ContextCloser
-		}{x, recoverer{x}, backlogger{x}, contextCloser{x}}
+			sink.Flusher
+		}{x, recoverer{x}, backlogger{x}, flusher{x}}
 	case 12:
 		return struct {
 			*writer
-			Flusher
-			ContextCloser
-		}{x, flusher{x}, contextCloser{x}}
+			sink.Closer
+		}{x, closer{x}}
 	case 13:
 		return struct {
 			*writer
 			sink.Recoverer
-			Flusher
-			ContextCloser
-		}{x, recoverer{x}, flusher{x}, contextCloser{x}}
+			sink.Closer
+		}{x, recoverer{x}, closer{x}}
 	case 14:
 		return struct {
 			*writer
-			sink.Backlogger
-			Flusher
-			ContextCloser
-		}{x, backlogger{x}, flusher{x}, contextCloser{x}}
+			sink.BacklogWatcher
+			sink.Closer
+		}{x, backlogWatcher{x}, closer{x}}
 	case 15:
 		return struct {
 			*writer
 			sink.Recoverer
+			sink.BacklogWatcher
+			sink.Closer
+		}{x, recoverer{x}, backlogWatcher{x}, closer{x}}
+	case 16:
+		return struct {
+			*writer
 			sink.Backlogger
-			Flusher
-			ContextCloser
-		}{x, recoverer{x}, backlogger{x}, flusher{x}, contextCloser{x}}
+			sink.Closer
+		}{x, backlogger{x}, closer{x}}
+	case 17:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.Closer
+		}{x, recoverer{x}, backlogger{x}, closer{x}}
+	case 18:
+		return struct {
+			*writer
+			sink.Flusher
+			sink.Closer
+		}{x, flusher{x}, closer{x}}
+	case 19:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Flusher
+			sink.Closer
+		}{x, recoverer{x}, flusher{x}, closer{x}}
+	case 20:
+		return struct {
+			*writer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.Closer
+		}{x, backlogWatcher{x}, flusher{x}, closer{x}}
+	case 21:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.Closer
+		}{x, recoverer{x}, backlogWatcher{x}, flusher{x}, closer{x}}
+	case 22:
+		return struct {
+			*writer
+			sink.Backlogger
+			sink.Flusher
+			sink.Closer
+		}{x, backlogger{x}, flusher{x}, closer{x}}
+	case 23:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.Flusher
+			sink.Closer
+		}{x, recoverer{x}, backlogger{x}, flusher{x}, closer{x}}
+	case 24:
+		return struct {
+			*writer
+			sink.DurabilityChecker
+		}{x, durabilityChecker{x}}
+	case 25:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, durabilityChecker{x}}
+	case 26:
+		return struct {
+			*writer
+			sink.BacklogWatcher
+			sink.DurabilityChecker
+		}{x, backlogWatcher{x}, durabilityChecker{x}}
+	case 27:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogWatcher{x}, durabilityChecker{x}}
+	case 28:
+		return struct {
+			*writer
+			sink.Backlogger
+			sink.DurabilityChecker
+		}{x, backlogger{x}, durabilityChecker{x}}
+	case 29:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogger{x}, durabilityChecker{x}}
+	case 30:
+		return struct {
+			*writer
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, flusher{x}, durabilityChecker{x}}
+	case 31:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, recoverer{x}, flusher{x}, durabilityChecker{x}}
+	case 32:
+		return struct {
+			*writer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, backlogWatcher{x}, flusher{x}, durabilityChecker{x}}
+	case 33:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogWatcher{x}, flusher{x}, durabilityChecker{x}}
+	case 34:
+		return struct {
+			*writer
+			sink.Backlogger
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, backlogger{x}, flusher{x}, durabilityChecker{x}}
+	case 35:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.Flusher
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogger{x}, flusher{x}, durabilityChecker{x}}
+	case 36:
+		return struct {
+			*writer
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, closer{x}, durabilityChecker{x}}
+	case 37:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, closer{x}, durabilityChecker{x}}
+	case 38:
+		return struct {
+			*writer
+			sink.BacklogWatcher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, backlogWatcher{x}, closer{x}, durabilityChecker{x}}
+	case 39:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogWatcher{x}, closer{x}, durabilityChecker{x}}
+	case 40:
+		return struct {
+			*writer
+			sink.Backlogger
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, backlogger{x}, closer{x}, durabilityChecker{x}}
+	case 41:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogger{x}, closer{x}, durabilityChecker{x}}
+	case 42:
+		return struct {
+			*writer
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, flusher{x}, closer{x}, durabilityChecker{x}}
+	case 43:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, flusher{x}, closer{x}, durabilityChecker{x}}
+	case 44:
+		return struct {
+			*writer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, backlogWatcher{x}, flusher{x}, closer{x}, durabilityChecker{x}}
+	case 45:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.BacklogWatcher
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogWatcher{x}, flusher{x}, closer{x}, durabilityChecker{x}}
+	case 46:
+		return struct {
+			*writer
+			sink.Backlogger
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, backlogger{x}, flusher{x}, closer{x}, durabilityChecker{x}}
+	case 47:
+		return struct {
+			*writer
+			sink.Recoverer
+			sink.Backlogger
+			sink.Flusher
+			sink.Closer
+			sink.DurabilityChecker
+		}{x, recoverer{x}, backlogger{x}, flusher{x}, closer{x}, durabilityChecker{x}}
 	}
 	return x
 }
 
 // composeSegment returns x with the optional interfaces of x.inner that it forwards.
 func composeSegment(x *segmentWriter) sink.SegmentWriter {
-	var mask uint
-	if _, ok := x.inner.(io.Closer); ok {
-		mask |= 1
+	c0 := 0
+	switch x.inner.(type) {
+	case io.Closer:
+		c0 = 1
 	}
-	switch mask {
+	switch key := c0 * 1; key {
 	case 1:
 		return struct {
 			*segmentWriter

@@ -19,15 +19,21 @@ import (
 // and the forwarder's constructor, given the core wrapper as x.
 type optional struct{ iface, fwd string }
 
+// A group holds interfaces of which a wrapper embeds at most one: the first
+// that the wrapped value implements (a BacklogWatcher is a Backlogger; both
+// would make Backlog ambiguous).
+type group []optional
+
 var (
-	writerOptional = []optional{
-		{"sink.Recoverer", "recoverer{x}"},
-		{"sink.Backlogger", "backlogger{x}"},
-		{"Flusher", "flusher{x}"},
-		{"ContextCloser", "contextCloser{x}"},
+	writerOptional = []group{
+		{{"sink.Recoverer", "recoverer{x}"}},
+		{{"sink.BacklogWatcher", "backlogWatcher{x}"}, {"sink.Backlogger", "backlogger{x}"}},
+		{{"sink.Flusher", "flusher{x}"}},
+		{{"sink.Closer", "closer{x}"}},
+		{{"sink.DurabilityChecker", "durabilityChecker{x}"}},
 	}
-	segmentOptional = []optional{
-		{"io.Closer", "segmentCloser{x}"},
+	segmentOptional = []group{
+		{{"io.Closer", "segmentCloser{x}"}},
 	}
 )
 
@@ -48,26 +54,44 @@ func main() {
 	}
 }
 
-func compose(b *bytes.Buffer, fn, core, result string, opts []optional) {
+func compose(b *bytes.Buffer, fn, core, result string, groups []group) {
 	fmt.Fprintf(b, "// %s returns x with the optional interfaces of x.inner that it forwards.\n", fn)
-	fmt.Fprintf(b, "func %s(x *%s) %s {\n\tvar mask uint\n", fn, core, result)
-	for i, o := range opts {
-		fmt.Fprintf(b, "\tif _, ok := x.inner.(%s); ok {\n\t\tmask |= %d\n\t}\n", o.iface, 1<<i)
-	}
-	b.WriteString("\tswitch mask {\n")
-	for mask := 0; mask < 1<<len(opts); mask++ {
-		if mask == 0 {
-			continue
+	fmt.Fprintf(b, "func %s(x *%s) %s {\n", fn, core, result)
+	// choice[g] is 0 when x.inner implements no interface of group g,
+	// else 1 + the index of the first it implements; the cases of the
+	// switch are the choices in mixed radix.
+	radix := 1
+	for g, grp := range groups {
+		fmt.Fprintf(b, "\tc%d := 0\n\tswitch x.inner.(type) {\n", g)
+		for i, o := range grp {
+			fmt.Fprintf(b, "\tcase %s:\n\t\tc%d = %d\n", o.iface, g, i+1)
 		}
+		b.WriteString("\t}\n")
+		radix *= len(grp) + 1
+	}
+	b.WriteString("\tswitch key := ")
+	mul := 1
+	for g, grp := range groups {
+		if g > 0 {
+			b.WriteString(" + ")
+		}
+		fmt.Fprintf(b, "c%d*%d", g, mul)
+		mul *= len(grp) + 1
+	}
+	b.WriteString("; key {\n")
+	for key := 1; key < radix; key++ {
 		fields := []string{"*" + core}
 		values := []string{"x"}
-		for i, o := range opts {
-			if mask&(1<<i) != 0 {
-				fields = append(fields, o.iface)
-				values = append(values, o.fwd)
+		rest := key
+		for _, grp := range groups {
+			c := rest % (len(grp) + 1)
+			rest /= len(grp) + 1
+			if c > 0 {
+				fields = append(fields, grp[c-1].iface)
+				values = append(values, grp[c-1].fwd)
 			}
 		}
-		fmt.Fprintf(b, "\tcase %d:\n\t\treturn struct {\n\t\t\t%s\n\t\t}{%s}\n", mask, strings.Join(fields, "\n\t\t\t"), strings.Join(values, ", "))
+		fmt.Fprintf(b, "\tcase %d:\n\t\treturn struct {\n\t\t\t%s\n\t\t}{%s}\n", key, strings.Join(fields, "\n\t\t\t"), strings.Join(values, ", "))
 	}
 	b.WriteString("\t}\n\treturn x\n}\n\n")
 }

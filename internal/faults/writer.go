@@ -24,24 +24,16 @@ const (
 	OpClose       Op = "Segment.Close"
 )
 
-// Flusher is implemented by Writers that can wait until what was committed
-// is stored (s3.Writer); the Queue calls it when it has it.
-type Flusher interface {
-	Flush(ctx context.Context) error
-}
-
-// ContextCloser is implemented by Writers that own resources the Queue
-// releases when it closes (s3.Writer's uploader).
-type ContextCloser interface {
-	Close(ctx context.Context) error
-}
-
 // WrapWriter returns w with every call counted by in and failed where in's
-// plan says: Create, and the optional Recover, Flush(ctx) and Close(ctx), and
-// every method of the SegmentWriters Create returns. The result implements
-// the optional interfaces w implements (sink.Recoverer, sink.Backlogger,
-// Flusher, ContextCloser), and only those; Backlog is passed through
-// uncounted, since it cannot fail.
+// plan says: Create, the optional Recover, Flush and Close, and every method
+// of the SegmentWriters Create returns. The result implements the optional
+// interfaces w implements (sink.Recoverer, sink.Backlogger or
+// sink.BacklogWatcher, sink.Flusher, sink.Closer, sink.DurabilityChecker;
+// io.Closer for a SegmentWriter), and only those. Backlog, WatchBacklog and
+// CheckDurable are passed through uncounted: they report, they do not act.
+//
+// To forward a new optional interface, add a forwarder type below and a line
+// to gen_compose.go, and run go generate.
 func WrapWriter(w sink.Writer, in *Injector) sink.Writer {
 	return composeWriter(&writer{inner: w, in: in})
 }
@@ -82,16 +74,30 @@ type backlogger struct{ w *writer }
 
 func (b backlogger) Backlog() int64 { return b.w.inner.(sink.Backlogger).Backlog() }
 
+type backlogWatcher struct{ w *writer }
+
+func (b backlogWatcher) Backlog() int64 { return b.w.inner.(sink.BacklogWatcher).Backlog() }
+
+func (b backlogWatcher) WatchBacklog() sink.Backlog {
+	return b.w.inner.(sink.BacklogWatcher).WatchBacklog()
+}
+
 type flusher struct{ w *writer }
 
 func (f flusher) Flush(ctx context.Context) error {
-	return f.w.in.Do(ctx, OpFlush, func() error { return f.w.inner.(Flusher).Flush(ctx) })
+	return f.w.in.Do(ctx, OpFlush, func() error { return f.w.inner.(sink.Flusher).Flush(ctx) })
 }
 
-type contextCloser struct{ w *writer }
+type closer struct{ w *writer }
 
-func (c contextCloser) Close(ctx context.Context) error {
-	return c.w.in.Do(ctx, OpWriterClose, func() error { return c.w.inner.(ContextCloser).Close(ctx) })
+func (c closer) Close(ctx context.Context) error {
+	return c.w.in.Do(ctx, OpWriterClose, func() error { return c.w.inner.(sink.Closer).Close(ctx) })
+}
+
+type durabilityChecker struct{ w *writer }
+
+func (d durabilityChecker) CheckDurable() error {
+	return d.w.inner.(sink.DurabilityChecker).CheckDurable()
 }
 
 // segmentWriter is the core of a wrapped SegmentWriter.

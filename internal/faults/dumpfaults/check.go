@@ -2,8 +2,6 @@ package dumpfaults
 
 import (
 	"fmt"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -19,8 +17,8 @@ const (
 	NotStoredAtClose = "not-stored-at-close"
 	// Duplicate: a record is stored more than once.
 	Duplicate = "duplicate"
-	// RefusedButStored: Enqueue said the record was not dumped, and it is
-	// stored.
+	// RefusedButStored: Enqueue said the record was not dumped (an error
+	// other than ErrNotDurable, ErrNotSynced, ErrInDoubt), and it is stored.
 	RefusedButStored = "refused-but-stored"
 	// Damaged: a stored segment is unreadable, unsealed or holds foreign
 	// records, or recovery quarantined one.
@@ -31,8 +29,8 @@ const (
 	// WrongCount: Close's error counts other records as not stored than
 	// are missing.
 	WrongCount = "wrong-count"
-	// NoCount: Close failed without saying how many records it did not
-	// store.
+	// NoCount: Close failed without a *dlqdump.ShutdownError saying how
+	// many records it did not store.
 	NoCount = "no-count"
 	// CloseFailed: Close failed after a single transient fault, which the
 	// Queue should have retried.
@@ -60,8 +58,9 @@ type observation struct {
 	sc    Scenario
 	point *faults.Point // nil for the run without fault
 	log   *runLog
-	// atClose is the store read right after Close returned nil, before
-	// anything else ran; nil when not read (Close failed, or a child).
+	// atClose is the store read the moment Close returned (in process),
+	// or once the child that returned from Close ended; nil when Close
+	// did not return.
 	atClose *contents
 	// after is the store after the restart, and leftover what the restart
 	// left.
@@ -77,16 +76,18 @@ type observation struct {
 //     after a kill in buffered mode only those a successful Flush (where
 //     Flush makes them survive a crash: FlushStores) or Close covered;
 //     after Close returned nil, also those Enqueue accepted with
-//     ErrNotDurable;
+//     ErrNotDurable; and those Enqueue said were written but not synced;
 //   - Close returned nil only once every accepted record was stored;
-//   - no record is stored twice; no record Enqueue refused is stored;
+//   - no record is stored twice; none that Enqueue refused or said was
+//     not written is stored;
 //   - every segment is sealed and readable; recovery quarantined nothing;
 //   - no temporary file, spool file or multipart upload is left after the
 //     restart;
-//   - Close's error counts exactly the accepted records that are not
-//     stored after the restart (plus, if it likes, those whose Enqueue it
-//     refused); after a single Fail or Lost fault Close does not fail at
-//     all;
+//   - Close's error is a *dlqdump.ShutdownError whose counts are true: at
+//     Close, NotWritten+NotSynced records that entered the Queue are not
+//     stored, plus up to Held+InDoubt; after the restart, NotWritten plus up
+//     to InDoubt; after a single Fail or Lost fault Close does not fail at
+//     all, unless the fault hit Writer.Close, which the Queue calls once;
 //   - the dump neither got stuck nor hung, and the restart worked.
 func check(o *observation) []Violation {
 	var vs []Violation
@@ -109,6 +110,7 @@ func check(o *observation) []Violation {
 				len(miss), count(o.sc, l.accepted), sample(miss))
 		}
 	}
+	notDumped := l.is(resRefused, resNotWritten)
 	for _, c := range []*contents{o.atClose, o.after} {
 		if c == nil {
 			continue
@@ -116,26 +118,12 @@ func check(o *observation) []Violation {
 		for _, p := range c.problems {
 			add(Damaged, "%s", p)
 		}
-		var dups []int
-		for i, n := range c.counts {
-			if n > 1 {
-				dups = append(dups, i)
-			}
-		}
-		if len(dups) > 0 {
-			slices.Sort(dups)
+		if dups := stored(o.sc, func(int) bool { return true }, c, 2); len(dups) > 0 {
 			add(Duplicate, "%d records stored more than once: %s", len(dups), sample(dups))
 		}
-		var refused []int
-		for i := range l.refused {
-			if c.counts[i] > 0 {
-				refused = append(refused, i)
-			}
-		}
-		if len(refused) > 0 {
-			slices.Sort(refused)
-			add(RefusedButStored, "%d records stored although Enqueue said they were not (record %d: %q)",
-				len(refused), refused[0], l.refused[refused[0]])
+		if bad := stored(o.sc, notDumped, c, 1); len(bad) > 0 {
+			add(RefusedButStored, "%d records stored although Enqueue said they were not dumped (record %d: %s %q)",
+				len(bad), bad[0], l.results[bad[0]], l.errs[bad[0]])
 		}
 	}
 	if o.after == nil {
@@ -150,34 +138,60 @@ func check(o *observation) []Violation {
 		add(Leftover, "%s", left)
 	}
 	if l.returned && !l.closed {
-		miss := len(missing(o.sc, l.accepted, o.after))
-		// Records whose Enqueue was refused may be counted again or not.
-		refused := len(missing(o.sc, func(i int) bool { _, ok := l.refused[i]; return ok }, o.after))
-		if n, ok := countNotStored(l.closeErr); !ok {
-			add(NoCount, "Close failed without counting the records not stored (%d are missing): %s", miss, l.closeErr)
-		} else if n != miss && n != miss+refused {
-			add(WrongCount, "Close says %d records were not stored; after the restart %d accepted ones are missing (and %d refused by Enqueue): %s", n, miss, refused, l.closeErr)
-		}
-		if o.point != nil && (o.point.Mode == faults.Fail || o.point.Mode == faults.Lost) && l.stuck == "" {
-			add(CloseFailed, "Close failed after one %s fault: %s", o.point.Mode, l.closeErr)
-		}
+		vs = append(vs, o.checkCounts()...)
 	}
 	return dedupe(vs)
+}
+
+// checkCounts checks a failed Close's counts against the store.
+func (o *observation) checkCounts() []Violation {
+	l := o.log
+	var vs []Violation
+	add := func(kind, format string, args ...any) {
+		vs = append(vs, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	// The Queue calls Writer.Close once (sink.Closer) and can only pass
+	// its failure on; any other single fault it must retry.
+	if p := o.point; p != nil && (p.Mode == faults.Fail || p.Mode == faults.Lost) && p.Op != faults.OpWriterClose && l.stuck == "" {
+		add(CloseFailed, "Close failed after one %s fault: %s", o.point.Mode, l.closeErr)
+	}
+	c := l.counts
+	if c == nil {
+		add(NoCount, "Close failed without a *dlqdump.ShutdownError counting the records not stored: %s", l.closeErr)
+		return vs
+	}
+	if o.atClose != nil {
+		// Held records may be stored already: a Writer whose Close
+		// failed may still be uploading; they are stored either way.
+		miss := len(missing(o.sc, l.entered, o.atClose))
+		lo := c.notWritten + c.notSynced
+		if miss < lo || miss > lo+c.held+c.inDoubt {
+			add(WrongCount, "at Close %d records that entered the Queue are not stored; Close counts %d not written + %d not synced + %d held + %d in doubt: %s",
+				miss, c.notWritten, c.notSynced, c.held, c.inDoubt, l.closeErr)
+		}
+	}
+	miss := len(missing(o.sc, l.entered, o.after))
+	if miss < c.notWritten || miss > c.notWritten+c.inDoubt {
+		add(WrongCount, "after the restart %d records that entered the Queue are not stored; Close counts %d not written + %d in doubt (the %d not synced and %d held are stored by the restart): %s",
+			miss, c.notWritten, c.inDoubt, c.notSynced, c.held, l.closeErr)
+	}
+	return vs
 }
 
 // required returns the test for the records that must be stored after the
 // restart.
 func (o *observation) required() func(int) bool {
 	l := o.log
+	notSynced := l.is(resNotSynced)
 	switch {
 	case l.closed:
-		return l.accepted
+		return func(i int) bool { return l.accepted(i) || notSynced(i) }
 	case o.sc.Durable:
-		return func(i int) bool { return l.acked[i] }
+		return l.is(resAck, resNotSynced)
 	case o.sc.FlushStores():
-		return func(i int) bool { return l.acked[i] && i < l.flushed }
+		return func(i int) bool { return l.is(resAck)(i) && i < l.flushed || notSynced(i) }
 	}
-	return func(int) bool { return false }
+	return notSynced
 }
 
 func (o *observation) requiredWhy() string {
@@ -190,7 +204,19 @@ func (o *observation) requiredWhy() string {
 	case o.sc.FlushStores():
 		return fmt.Sprintf("the %d records before the last successful Flush", l.flushed)
 	}
-	return "none"
+	return "those Enqueue said were written"
+}
+
+// stored returns the records for which want is true that c holds at least
+// min times.
+func stored(sc Scenario, want func(int) bool, c *contents, min int) []int {
+	var out []int
+	for i := range sc.Records {
+		if want(i) && c.counts[i] >= min {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // missing returns the records for which want is true that c does not hold.
@@ -228,19 +254,6 @@ func sample(recs []int) string {
 		b.WriteString("#" + strconv.Itoa(i))
 	}
 	return b.String()
-}
-
-// notStoredRe finds the count of records an error says were not stored.
-var notStoredRe = regexp.MustCompile(`(\d+) records? (?:were |was )?not (?:yet )?(?:written|stored|dumped|published)`)
-
-// countNotStored returns the number of records msg says were not stored.
-func countNotStored(msg string) (int, bool) {
-	m := notStoredRe.FindStringSubmatch(msg)
-	if m == nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(m[1])
-	return n, err == nil
 }
 
 // dedupe drops repeated violations (the same problem seen at Close and

@@ -37,9 +37,9 @@ func IsChild() bool { return os.Getenv(EnvChild) != "" }
 
 // ChildMain runs the dump EnvChild describes, writing its lines to stdout,
 // and returns the exit code. The fault kills the process (Crash, CrashAfter)
-// or makes the run give up and shut the Queue down (Stall); then the process
-// ends without cleaning up, as a program that exits after Shutdown does. Call
-// it from main or TestMain when IsChild.
+// or makes the run give up and shut the Queue down (Stall); the caller then
+// exits at once, without cleaning up, as a program that exits after Shutdown
+// does. Call it from main or TestMain when IsChild.
 func ChildMain() int {
 	var spec childSpec
 	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
@@ -133,6 +133,13 @@ func (h *Harness) runChild(ctx context.Context, sc Scenario, st *Store, p faults
 		o.log.hung = fmt.Sprintf("the child did not end within %s; its last lines: %s", childCap, lastLines(lines, 3))
 	case werr != nil && !o.killed:
 		return nil, fmt.Errorf("dumpfaults: child %s: %v; stderr: %s", res, werr, stderr.String())
+	}
+	if o.log.returned {
+		// The child ended right after Close returned: the store is as
+		// Close left it.
+		if o.atClose, err = st.contents(ctx, sc); err != nil {
+			return nil, fmt.Errorf("dumpfaults: read the store after the child: %w", err)
+		}
 	}
 	if err := h.observeAfter(ctx, o, st); err != nil {
 		return nil, err

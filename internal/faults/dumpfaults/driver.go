@@ -4,31 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/internal/faults"
 )
 
 // The lines a dump writes about what the Queue answered, one event per line,
 // in order: the same in process and from a child process (on its stdout), so
 // that one parser (parseLog) reads both.
 const (
-	lineAck        = "ack"        // ack I: Enqueue(I) returned nil
-	lineNotDurable = "notdurable" // notdurable I ERR: Enqueue(I) returned ErrNotDurable
-	lineRefused    = "refused"    // refused I ERR: Enqueue(I) returned another error
-	lineFlushed    = "flushed"    // flushed N: Flush after N records returned nil
-	lineFlushErr   = "flusherr"   // flusherr N ERR
-	lineOpenErr    = "openerr"    // openerr ERR: NewQueue failed
-	lineClosed     = "closed"     // closed: Close (Shutdown) returned nil
-	lineCloseErr   = "closeerr"   // closeerr ERR
-	lineStuck      = "stuck"      // stuck WHY: the run gave up on the sink
-	lineHung       = "hung"       // hung WHAT: a call did not return
-	lineDone       = "done"       // the dump ran to its end
+	lineEnqueue    = "enq"           // enq I RESULT [ERR]: what Enqueue(I) returned, see the results
+	lineFlushed    = "flushed"       // flushed N: Flush after N records returned nil
+	lineFlushErr   = "flusherr"      // flusherr N ERR
+	lineOpenErr    = "openerr"       // openerr ERR: NewQueue failed
+	lineClosed     = "closed"        // closed: Close (Shutdown) returned nil
+	lineCloseErr   = "closeerr"      // closeerr ERR
+	lineCloseCount = "shutdowncount" // shutdowncount NOTWRITTEN NOTSYNCED HELD HELDSEGMENTS INDOUBT: Close's *dlqdump.ShutdownError
+	lineStuck      = "stuck"         // stuck WHY: the run gave up on the sink
+	lineHung       = "hung"          // hung WHAT: a call did not return
+	lineDone       = "done"          // the dump ran to its end
 )
+
+// What Enqueue returned, by what it says of the record.
+const (
+	resAck        = "ack"        // nil
+	resNotDurable = "notdurable" // ErrNotDurable: accepted, not yet synced
+	resNotWritten = "notwritten" // ErrNotWritten: not in the dump
+	resNotSynced  = "notsynced"  // ErrNotSynced: written, the next start publishes it
+	resInDoubt    = "indoubt"    // ErrInDoubt: may or may not be stored
+	resRefused    = "refused"    // any other error: not accepted
+)
+
+// enqueueResult classifies what Enqueue returned.
+func enqueueResult(err error) string {
+	switch {
+	case err == nil:
+		return resAck
+	case errors.Is(err, dlqdump.ErrNotDurable):
+		return resNotDurable
+	case errors.Is(err, dlqdump.ErrNotWritten):
+		return resNotWritten
+	case errors.Is(err, dlqdump.ErrNotSynced):
+		return resNotSynced
+	case errors.Is(err, dlqdump.ErrInDoubt):
+		return resInDoubt
+	}
+	return resRefused
+}
 
 // Bounds of a run. They only detect hangs and sinks that never recover; a
 // run that works takes milliseconds.
@@ -39,7 +63,7 @@ const (
 	stuckAfter = 5
 	// hangAfter is how long Shutdown may take once its context is done
 	// (or a whole in-process run may take) before the run reports a hang.
-	hangAfter = 10 * time.Second
+	hangAfter = 5 * time.Second
 	// openAttempts is how often the dump calls NewQueue (a user restarting
 	// after NewQueue failed) before it gives up.
 	openAttempts = 3
@@ -87,11 +111,14 @@ func dump(ctx context.Context, sc Scenario, w dlqdump.Writer, emit func(string))
 		return
 	}
 	if closeErr != nil {
+		var se *dlqdump.ShutdownError
+		if errors.As(closeErr, &se) {
+			emit(fmt.Sprintf("%s %d %d %d %d %d", lineCloseCount, se.NotWritten, se.NotSynced, se.Held, se.HeldSegments, se.InDoubt))
+		}
 		emit(lineCloseErr + " " + oneLine(closeErr))
 	} else {
 		emit(lineClosed)
 	}
-	closeWriter(ctx, w)
 	emit(lineDone)
 }
 
@@ -102,13 +129,10 @@ func enqueue(ctx context.Context, sc Scenario, q *dlqdump.Queue, emit func(strin
 		if ctx.Err() != nil {
 			return
 		}
-		switch err := q.Enqueue(payload(i)); {
-		case err == nil:
-			emit(lineAck + " " + strconv.Itoa(i))
-		case errors.Is(err, dlqdump.ErrNotDurable):
-			emit(fmt.Sprintf("%s %d %s", lineNotDurable, i, oneLine(err)))
-		default:
-			emit(fmt.Sprintf("%s %d %s", lineRefused, i, oneLine(err)))
+		if err := q.Enqueue(payload(i)); err != nil {
+			emit(fmt.Sprintf("%s %d %s %s", lineEnqueue, i, enqueueResult(err), oneLine(err)))
+		} else {
+			emit(fmt.Sprintf("%s %d %s", lineEnqueue, i, resAck))
 		}
 		if i+1 == sc.FlushAt && ctx.Err() == nil {
 			if err := q.Flush(ctx); err != nil {
@@ -136,23 +160,6 @@ func waitBounded(ctx context.Context, done <-chan struct{}) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// closeWriter closes a Writer that has a Close(ctx) (s3.Writer), as the
-// README tells users to after Queue.Close. Its answer is not checked: the
-// Queue's is what the user relies on. A Queue that owns its Writer has
-// closed it already.
-func closeWriter(ctx context.Context, w dlqdump.Writer) {
-	c, ok := w.(faults.ContextCloser)
-	if !ok {
-		return
-	}
-	if ctx.Err() == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, hangAfter)
-		defer cancel()
-	}
-	_ = c.Close(ctx)
 }
 
 // oneLine returns err's text on one line.

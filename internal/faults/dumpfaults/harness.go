@@ -15,6 +15,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/faults"
 	"github.com/dlqdump/dlqdump/s3/s3test"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Harness runs the scenarios. Its fields are set once, before use; one
@@ -149,7 +150,9 @@ func newRun(parent context.Context, p *faults.Point, emit func(string)) *run {
 }
 
 // restart opens a Queue on the store without faults, which recovers what
-// the run left, and closes it, waiting until an S3 Writer uploaded all.
+// the run left, and closes it; closing the Writer again after the Queue
+// returns the Queue's answer (sink.Closer), and is a last check that an S3
+// Writer uploaded all.
 func (h *Harness) restart(ctx context.Context, sc Scenario, st *Store) error {
 	w := st.writer(sc, nil, h.logger())
 	q, err := dlqdump.NewQueue(sc.config(w))
@@ -159,7 +162,7 @@ func (h *Harness) restart(ctx context.Context, sc Scenario, st *Store) error {
 	if err := q.Close(); err != nil {
 		return fmt.Errorf("restart: Close: %w", err)
 	}
-	if c, ok := w.(faults.ContextCloser); ok {
+	if c, ok := w.(sink.Closer); ok {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if err := c.Close(cctx); err != nil && !errors.Is(err, dlqdump.ErrClosed) {

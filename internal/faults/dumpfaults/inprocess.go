@@ -3,6 +3,7 @@ package dumpfaults
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +15,7 @@ import (
 const runCap = 2 * time.Minute
 
 // runInProcess runs the scenario in this process with the fault at p (nil:
-// none), reads the store the moment Close returns nil, then restarts and
-// checks.
+// none), reads the store the moment Close returns, then restarts and checks.
 func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *faults.Point) (*Result, error) {
 	o := &observation{sc: sc, point: p}
 	var mu sync.Mutex
@@ -26,10 +26,9 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *f
 		mu.Lock()
 		lines = append(lines, line)
 		mu.Unlock()
-		if line == lineClosed {
-			// Close returned nil: what it promised must be stored now,
-			// before anything else (the README's Writer.Close) runs.
-			// The dump waits for this read.
+		if line == lineClosed || strings.HasPrefix(line, lineCloseErr+" ") {
+			// Close returned: what it said must be true now. The dump
+			// waits for this read.
 			o.atClose, readErr = st.contents(ctx, sc)
 		}
 	}

@@ -85,10 +85,10 @@ func ScenarioNamed(name string) (Scenario, error) {
 }
 
 // FlushStores reports whether a successful Queue.Flush makes the records
-// before it survive a crash: true where the Queue publishes into a directory
-// (fs, or the S3 spool directory). An S3 memory spool holds them in the
-// process until uploaded, so a crash loses them (documented in s3.Writer).
-func (sc Scenario) FlushStores() bool { return sc.Sink != S3Memory }
+// before it survive a crash. It does on every sink: the Queue publishes the
+// segment and waits for the Writer's Flush (sink.Flusher), which for an S3
+// Writer means uploaded.
+func (sc Scenario) FlushStores() bool { return true }
 
 // config returns the Queue's config for the scenario.
 func (sc Scenario) config(w dlqdump.Writer) *dlqdump.Config {
