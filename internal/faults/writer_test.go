@@ -51,16 +51,16 @@ type (
 )
 
 func (*recovering) Recover(context.Context) ([]string, error) { return []string{"a"}, nil }
-func (*watching) Backlog() int64                               { return 7 }
-func (*watching) WatchBacklog() sink.Backlog                   { return sink.Backlog{Segments: 1} }
-func (*watching) Close(context.Context) error                  { return nil }
-func (*backlogged) Backlog() int64                             { return 7 }
-func (*full) Recover(context.Context) ([]string, error)        { return nil, nil }
-func (*full) Backlog() int64                                   { return 7 }
-func (*full) WatchBacklog() sink.Backlog                       { return sink.Backlog{} }
-func (*full) Flush(context.Context) error                      { return nil }
-func (*full) Close(context.Context) error                      { return nil }
-func (*full) CheckDurable() error                              { return nil }
+func (*watching) Backlog() int64                              { return 7 }
+func (*watching) WatchBacklog() sink.Backlog                  { return sink.Backlog{Segments: 1} }
+func (*watching) Close(context.Context) error                 { return nil }
+func (*backlogged) Backlog() int64                            { return 7 }
+func (*full) Recover(context.Context) ([]string, error)       { return nil, nil }
+func (*full) Backlog() int64                                  { return 7 }
+func (*full) WatchBacklog() sink.Backlog                      { return sink.Backlog{} }
+func (*full) Flush(context.Context) error                     { return nil }
+func (*full) Close(context.Context) error                     { return nil }
+func (*full) CheckDurable() error                             { return nil }
 
 // optionalWriterInterfaces are the optional interfaces of a sink.Writer that
 // WrapWriter forwards. TestWrapperKnowsEveryOptionalInterface keeps the list
