@@ -18,16 +18,6 @@ func init() {
 	children["faults-dump"] = dumpfaults.ChildMain
 }
 
-// ciSelection is the deterministic sample CI runs: for every operation of
-// every scenario its first and last call and two between, failing without
-// effect and with effect; and the first and last call killing the process
-// before and after it and hanging past Shutdown's deadline. `go run
-// ./cmd/dlqdump-reliability -only faults` runs every point.
-var ciSelection = dumpfaults.Selection{
-	Spread: 2, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
-}
-
 // faultsHarness returns a harness whose runs get directories under t's
 // temporary directory, whose S3 scenarios use an in-process gofakes3, and
 // whose child processes are this test binary.
@@ -113,7 +103,7 @@ func TestFaultsDump(t *testing.T) {
 // for one point.
 func faultsSelection(v string) (sel dumpfaults.Selection, only string, err error) {
 	if v == "" {
-		return ciSelection, "", nil
+		return dumpfaults.CI, "", nil
 	}
 	if v == "all" {
 		return dumpfaults.Every, "", nil
@@ -121,7 +111,7 @@ func faultsSelection(v string) (sel dumpfaults.Selection, only string, err error
 	only, ps, ok := strings.Cut(v, "@")
 	switch {
 	case !ok:
-		return ciSelection, only, nil
+		return dumpfaults.CI, only, nil
 	case ps == "all":
 		return dumpfaults.Every, only, nil
 	}

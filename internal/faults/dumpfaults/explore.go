@@ -29,6 +29,15 @@ var Every = Selection{
 	ChildSpread: -1, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
 }
 
+// CI is the deterministic sample the tests run: for every operation of
+// every scenario its first and last call and two between, failing without
+// effect and with effect; and its first and last call killing the process
+// before and after it and hanging past Shutdown's deadline.
+var CI = Selection{
+	Spread: 2, Modes: []faults.Mode{faults.Fail, faults.Lost},
+	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
+}
+
 // Points returns the points of sel for the calls counted in a run without
 // fault. Writer.Recover is not stalled: NewQueue has no context to bound it.
 func (sel Selection) Points(c faults.Counts) []faults.Point {
