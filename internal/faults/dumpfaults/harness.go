@@ -105,13 +105,12 @@ func (h *Harness) logger() *slog.Logger {
 	return h.Logger
 }
 
-// run is one dump under one fault plan: its injector, its lines and the
-// context that ends it when the sink is stuck or a Stall hits.
+// run is one dump under one fault plan: its injector and the context that
+// ends it when the sink is stuck or a Stall hits.
 type run struct {
 	in     *faults.Injector
 	ctx    context.Context
 	cancel context.CancelFunc
-	emit   func(string)
 }
 
 // lineFault is written when the fault hits: "fault POINT".
@@ -125,7 +124,7 @@ func newRun(parent context.Context, p *faults.Point, emit func(string)) *run {
 	if p != nil {
 		points = append(points, *p)
 	}
-	r := &run{in: faults.New(points...), emit: emit}
+	r := &run{in: faults.New(points...)}
 	r.ctx, r.cancel = context.WithCancel(parent)
 	var failures atomic.Int64
 	var once sync.Once
