@@ -65,9 +65,43 @@ func (b *Block) Records() iter.Seq[Record] {
 		for range j - k*indexStride {
 			off = skipRecord(b.raw, off)
 		}
+		raw, seq, base := b.raw, b.info.FirstSeq, b.base
 		for ; j < n; j++ {
-			p, end := recordAt(b.raw, off)
-			if !yield(b.record(j, &p)) {
+			// recordAt, by hand: this loop is the restorer's per-record
+			// work.
+			var bodyLen, ux, nh uint64
+			i := off
+			if c := raw[i]; c < 0x80 {
+				bodyLen, i = uint64(c), i+1
+			} else {
+				bodyLen, i = readUvarint(raw, i)
+			}
+			end := i + int(bodyLen)
+			if c := raw[i]; c < 0x80 {
+				ux, i = uint64(c), i+1
+			} else {
+				ux, i = readUvarint(raw, i)
+			}
+			if c := raw[i]; c < 0x80 {
+				nh, i = uint64(c), i+1
+			} else {
+				nh, i = readUvarint(raw, i)
+			}
+			pay := i
+			for range 2 * nh {
+				if c := raw[pay]; c < 0x80 {
+					pay += 1 + int(c)
+				} else {
+					l, k := readUvarint(raw, pay)
+					pay = k + int(l)
+				}
+			}
+			if !yield(Record{
+				Seq:     seq + uint64(j),
+				Time:    base + (int64(ux>>1) ^ -int64(ux&1)),
+				Headers: Headers{n: int(nh), b: raw[i:pay:pay]},
+				Payload: raw[pay:end:end],
+			}) {
 				return
 			}
 			off = end

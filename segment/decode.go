@@ -137,9 +137,9 @@ func decodeBlock(codec Codec, stored, buf []byte, rawLen int, sized bool) (out, 
 					return nil, buf, fmt.Errorf("zstd block decodes to %d bytes, header says %d", len(out), rawLen)
 				}
 				if len(out) > 0 && &out[0] != &buf[:1][0] {
-					buf = out[:0] // the decoder moved it
+					return out, out[:0], nil // the decoder moved it
 				}
-				return out, buf, nil
+				return buf[:len(out)], buf, nil // with all of buf's capacity
 			}
 			if sized || c >= need || !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 				return nil, buf, fmt.Errorf("zstd: %w", err)

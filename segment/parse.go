@@ -74,19 +74,26 @@ func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
 	return rec, rest, nil
 }
 
-// uvarint is binary.Uvarint with a fast path for one byte.
+// uvarint is binary.Uvarint with an inlined fast path for one byte.
 func uvarint(b []byte) (uint64, int) {
 	if len(b) > 0 && b[0] < 0x80 {
 		return uint64(b[0]), 1
 	}
-	return binary.Uvarint(b)
+	return uvarintSlow(b)
 }
+
+// uvarintSlow is binary.Uvarint, kept out of line so that its callers here
+// inline.
+//
+//go:noinline
+func uvarintSlow(b []byte) (uint64, int) { return binary.Uvarint(b) }
 
 // checkRecords checks that raw holds exactly the block's Count records, each
 // well formed and with a time inside the block's range. With wantIndex it
 // appends to index the offset of every indexStride-th record, for Block. It
 // does work linear in len(raw) and allocates at most len(raw)/12 bytes, for
-// the index.
+// the index. The loop is parseRecord's checks on offsets; a record that
+// fails them is parsed again by parseRecord to say what is wrong.
 func checkRecords(raw []byte, info *BlockInfo, base int64, index []uint32, wantIndex bool) ([]uint32, error) {
 	count := int(info.Count)
 	if count > len(raw)/3 { // checked against RawLen before; raw is RawLen long
@@ -98,24 +105,62 @@ func checkRecords(raw []byte, info *BlockInfo, base int64, index []uint32, wantI
 		}
 		index = index[:0]
 	}
-	b := raw
+	minT, maxT := info.MinTime, info.MaxTime
+	pos := 0
 	for i := range count {
 		if wantIndex && i%indexStride == 0 {
-			index = append(index, uint32(len(raw)-len(b)))
+			index = append(index, uint32(pos))
 		}
-		p, rest, err := parseRecord(b)
-		if err != nil {
-			return index, fmt.Errorf("record %d: %v", info.FirstSeq+uint64(i), err)
+		bodyLen, p := readUvarint(raw, pos)
+		if p < 0 || bodyLen > uint64(len(raw)-p) || bodyLen > MaxRecordSize+binary.MaxVarintLen64 {
+			return index, recordError(raw[pos:], info, i)
 		}
-		if t := base + p.delta; t < info.MinTime || t > info.MaxTime {
+		end := p + int(bodyLen)
+		body := raw[:end] // the varints below must end inside the record
+		ux, p := readUvarint(body, p)
+		if p < 0 {
+			return index, recordError(raw[pos:], info, i)
+		}
+		if t := base + (int64(ux>>1) ^ -int64(ux&1)); t < minT || t > maxT {
 			return index, fmt.Errorf("record %d: time outside the block's range", info.FirstSeq+uint64(i))
 		}
-		b = rest
+		var nh uint64
+		if p < end && body[p] < 0x80 {
+			nh, p = uint64(body[p]), p+1
+		} else if nh, p = readUvarint(body, p); p < 0 {
+			return index, recordError(raw[pos:], info, i)
+		}
+		if nh > uint64(end-p)/2 {
+			return index, recordError(raw[pos:], info, i)
+		}
+		for range 2 * int(nh) { // keys and values
+			var l uint64
+			if p < end && body[p] < 0x80 {
+				l, p = uint64(body[p]), p+1
+			} else if l, p = readUvarint(body, p); p < 0 {
+				return index, recordError(raw[pos:], info, i)
+			}
+			if l > uint64(end-p) {
+				return index, recordError(raw[pos:], info, i)
+			}
+			p += int(l)
+		}
+		pos = end
 	}
-	if len(b) != 0 {
-		return index, fmt.Errorf("%d bytes after the last record", len(b))
+	if pos != len(raw) {
+		return index, fmt.Errorf("%d bytes after the last record", len(raw)-pos)
 	}
 	return index, nil
+}
+
+// recordError says what is wrong with the record at the start of b, the i-th
+// of the block, which checkRecords found damaged.
+func recordError(b []byte, info *BlockInfo, i int) error {
+	_, _, err := parseRecord(b)
+	if err == nil {
+		err = fmt.Errorf("malformed")
+	}
+	return fmt.Errorf("record %d: %v", info.FirstSeq+uint64(i), err)
 }
 
 // recordAt decodes the record that starts at offset start of a block's raw
@@ -125,17 +170,17 @@ func recordAt(b []byte, start int) (parsedRecord, int) {
 	bodyLen, i := uvarintAt(b, start)
 	end := i + int(bodyLen)
 	ux, i := uvarintAt(b, i)
-	d := int64(ux >> 1)
-	if ux&1 != 0 {
-		d = ^d
-	}
 	nh, i := uvarintAt(b, i)
 	pay := i
 	for range 2 * nh { // keys and values
-		l, j := uvarintAt(b, pay)
-		pay = j + int(l)
+		if c := b[pay]; c < 0x80 {
+			pay += 1 + int(c)
+		} else {
+			l, j := readUvarint(b, pay)
+			pay = j + int(l)
+		}
 	}
-	return parsedRecord{delta: d, nh: int(nh), hdr: b[i:pay:pay], payload: b[pay:end:end]}, end
+	return parsedRecord{delta: int64(ux>>1) ^ -int64(ux&1), nh: int(nh), hdr: b[i:pay:pay], payload: b[pay:end:end]}, end
 }
 
 // skipRecord returns the offset where the checked record at start ends.
@@ -144,12 +189,32 @@ func skipRecord(b []byte, start int) int {
 	return i + int(bodyLen)
 }
 
-// uvarintAt decodes the uvarint at b[i:], checked by parseRecord, and
+// uvarintAt decodes the uvarint at b[i:], checked by checkRecords, and
 // returns it and the offset after it.
 func uvarintAt(b []byte, i int) (uint64, int) {
 	if c := b[i]; c < 0x80 {
 		return uint64(c), i + 1
 	}
+	return readUvarint(b, i)
+}
+
+// readUvarint decodes the uvarint at b[i:] and returns it and the offset
+// after it, or a negative offset when it is not a valid uvarint inside b.
+func readUvarint(b []byte, i int) (uint64, int) {
+	if i < 0 || i >= len(b) {
+		return 0, -1
+	}
+	if c := b[i]; c < 0x80 {
+		return uint64(c), i + 1
+	}
+	if i+1 < len(b) {
+		if c := b[i+1]; c < 0x80 {
+			return uint64(b[i]&0x7f) | uint64(c)<<7, i + 2
+		}
+	}
 	v, n := binary.Uvarint(b[i:])
+	if n <= 0 {
+		return 0, -1
+	}
 	return v, i + n
 }

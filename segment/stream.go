@@ -74,7 +74,8 @@ type stream struct {
 	used    int64   // bytes of the blocks queued, and delivered and not released
 	queue   []*slot // read, not yet delivered, in segment order
 	waiting bool    // the consumer waits for a block and none is queued
-	free    [][]byte
+	stored  bufList // storage for stored bytes, for the workers
+	raws    bufList // released blocks' memory, with reuse
 	err     error // a delivered I/O error: every later Next returns it
 	eof     bool
 	closed  bool
@@ -260,7 +261,7 @@ func (st *stream) close() bool {
 	st.mu.Unlock()
 	st.halt()
 	st.mu.Lock()
-	st.free = nil
+	st.stored, st.raws = bufList{}, bufList{}
 	st.mu.Unlock()
 	return true
 }
@@ -348,7 +349,7 @@ func (st *stream) read(ru *run) {
 			sl.buf = st.rawBuf(n)
 			sl.job.stored = append(sl.buf, j.stored...)
 		default:
-			sl.buf = st.getBuf(n)
+			sl.buf = st.get(&st.stored, n)
 			sl.job.stored = append(sl.buf, j.stored...)
 		}
 		if !st.enqueue(ru, sl) {
@@ -420,10 +421,10 @@ func (st *stream) decodeSlot(sl *slot) {
 	} else {
 		var buf []byte
 		if st.reuse {
-			buf = st.getBuf(int(j.info.RawLen) + decodeSlack)
+			buf = st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
 		}
 		raw, index, err = decodeJob(j, buf, nil, true)
-		st.putBuf(sl.buf)
+		st.put(&st.stored, sl.buf, st.maxStored())
 		st.mu.Lock()
 		st.used -= int64(len(j.stored)) // the stored bytes are no longer held
 		sl.charge -= int64(len(j.stored))
@@ -433,7 +434,7 @@ func (st *stream) decodeSlot(sl *slot) {
 	sl.buf, j.stored = nil, nil
 	if err != nil {
 		if st.reuse {
-			st.putBuf(raw)
+			st.put(&st.raws, raw, st.budget)
 		}
 		sl.err = &CorruptError{Segment: st.name, Offset: j.info.Offset, Block: j.idx, Err: fmt.Errorf("%w: %v", ErrCorrupt, err)}
 	} else {
@@ -444,15 +445,17 @@ func (st *stream) decodeSlot(sl *slot) {
 
 // release returns a released block's charge, and its memory with Reuse.
 func (st *stream) release(b *Block) {
+	if st.reuse {
+		// Before the charge is returned, so that the block decoded in its
+		// place finds it.
+		st.put(&st.raws, b.raw, st.budget)
+	}
 	st.mu.Lock()
 	if !st.closed {
 		st.used -= b.charge
 		st.cond.Broadcast()
 	}
 	st.mu.Unlock()
-	if st.reuse {
-		st.putBuf(b.raw)
-	}
 	b.raw, b.index = nil, nil
 }
 
@@ -460,39 +463,48 @@ func (st *stream) release(b *Block) {
 // Reuse.
 func (st *stream) rawBuf(n int) []byte {
 	if st.reuse {
-		return st.getBuf(n)
+		return st.get(&st.raws, n)
 	}
 	return make([]byte, 0, n)
 }
 
-// maxFree caps the buffers kept for reuse.
-func (st *stream) maxFree() int { return 2*st.workers + 4 }
+// maxStored caps the bytes of the stored bytes' buffers kept: a few for each
+// worker.
+func (st *stream) maxStored() int64 { return int64(2*st.workers+4) * readAhead }
 
-// getBuf returns a kept buffer of at least n bytes, or a new one.
-func (st *stream) getBuf(n int) []byte {
+// bufList is buffers kept for reuse, and their total capacity.
+type bufList struct {
+	bufs  [][]byte
+	bytes int64
+}
+
+// get returns a buffer of l with room for n bytes, or a new one with room
+// for an eighth more, as the blocks of a segment differ by a few bytes.
+func (st *stream) get(l *bufList, n int) []byte {
 	st.mu.Lock()
-	for i, b := range st.free {
+	for i, b := range l.bufs {
 		if cap(b) >= n {
-			last := len(st.free) - 1
-			st.free[i], st.free[last] = st.free[last], nil
-			st.free = st.free[:last]
+			last := len(l.bufs) - 1
+			l.bufs[i], l.bufs[last] = l.bufs[last], nil
+			l.bufs = l.bufs[:last]
+			l.bytes -= int64(cap(b))
 			st.mu.Unlock()
 			return b[:0]
 		}
 	}
 	st.mu.Unlock()
-	return make([]byte, 0, n)
+	return make([]byte, 0, n+n/8)
 }
 
-// putBuf keeps b for reuse unless enough are kept or it is larger than the
-// budget.
-func (st *stream) putBuf(b []byte) {
-	if cap(b) == 0 || int64(cap(b)) > st.budget {
+// put keeps b in l unless l would then hold more than limit bytes.
+func (st *stream) put(l *bufList, b []byte, limit int64) {
+	if cap(b) == 0 {
 		return
 	}
 	st.mu.Lock()
-	if !st.closed && len(st.free) < st.maxFree() {
-		st.free = append(st.free, b[:0])
+	if !st.closed && l.bytes+int64(cap(b)) <= limit {
+		l.bufs = append(l.bufs, b[:0])
+		l.bytes += int64(cap(b))
 	}
 	st.mu.Unlock()
 }
