@@ -86,15 +86,16 @@ func TestFaultsDump(t *testing.T) {
 			})
 		}
 	})
-	var explored, held, failed, unreached int
+	var explored, second, held, failed, unreached int
 	for _, r := range reports {
 		explored += r.Total.Explored
+		second += r.Recovery.Explored
 		held += r.Total.Held
 		failed += r.Total.Failed
 		unreached += r.Total.NotReached
 	}
-	t.Logf("fault enumeration: %d scenarios, %d fault points explored, %d held, %d failed, %d not reached",
-		len(reports), explored, held, failed, unreached)
+	t.Logf("fault enumeration: %d scenarios, %d fault points explored (%d of them second faults), %d held, %d failed, %d not reached",
+		len(reports), explored, second, held, failed, unreached)
 }
 
 // faultsSelection reads DLQDUMP_FAULTS: empty for CI's sample of every

@@ -75,7 +75,7 @@ func faultsDump(o *options) []result {
 		done = append(done, r)
 		t := r.Total
 		res := result{section: name,
-			figures: fmt.Sprintf("%d fault points (%s): %d held, %d failed, %d not reached", t.Explored, which, t.Held, t.Failed, t.NotReached),
+			figures: fmt.Sprintf("%d fault points (%s; %d second faults): %d held, %d failed, %d not reached", t.Explored, which, r.Recovery.Explored, t.Held, t.Failed, t.NotReached),
 			bound:   "every point held", ok: t.Failed == 0 && r.BaselineHeld()}
 		if len(r.Failures) > 0 {
 			res.note = "violations: " + violationKinds(r)

@@ -32,8 +32,8 @@ const (
 	// NoCount: Close failed without a *dlqdump.ShutdownError saying how
 	// many records it did not store.
 	NoCount = "no-count"
-	// CloseFailed: Close failed after a single transient fault, which the
-	// Queue should have retried.
+	// CloseFailed: Close failed after transient faults (Fail, Lost), which
+	// the Queue should have retried.
 	CloseFailed = "close-failed"
 	// Stuck: after the fault the sink kept failing; the dump never
 	// recovered.
@@ -57,6 +57,7 @@ func (v Violation) String() string { return v.Kind + ": " + v.Detail }
 type observation struct {
 	sc    Scenario
 	point *faults.Point // nil for the run without fault
+	first *faults.Point // the fault before point, if any
 	log   *runLog
 	// atClose is the store read the moment Close returned (in process),
 	// or once the child that returned from Close ended; nil when Close
@@ -86,8 +87,8 @@ type observation struct {
 //   - Close's error is a *dlqdump.ShutdownError whose counts are true: at
 //     Close, NotWritten+NotSynced records that entered the Queue are not
 //     stored, plus up to Held+InDoubt; after the restart, NotWritten plus up
-//     to InDoubt; after a single Fail or Lost fault Close does not fail at
-//     all, unless the fault hit Writer.Close, which the Queue calls once;
+//     to InDoubt; after Fail and Lost faults Close does not fail at all,
+//     unless one hit Writer.Close, which the Queue calls once;
 //   - the dump neither got stuck nor hung, and the restart worked.
 func check(o *observation) []Violation {
 	var vs []Violation
@@ -151,9 +152,9 @@ func (o *observation) checkCounts() []Violation {
 		vs = append(vs, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	// The Queue calls Writer.Close once (sink.Closer) and can only pass
-	// its failure on; any other single fault it must retry.
-	if p := o.point; p != nil && (p.Mode == faults.Fail || p.Mode == faults.Lost) && p.Op != faults.OpWriterClose && l.stuck == "" {
-		add(CloseFailed, "Close failed after one %s fault: %s", o.point.Mode, l.closeErr)
+	// its failure on; any other transient fault it must retry.
+	if o.transient() && l.stuck == "" {
+		add(CloseFailed, "Close failed after %s: %s", o.faultsDone(), l.closeErr)
 	}
 	c := l.counts
 	if c == nil {
@@ -176,6 +177,28 @@ func (o *observation) checkCounts() []Violation {
 			miss, c.notWritten, c.inDoubt, c.notSynced, c.held, l.closeErr)
 	}
 	return vs
+}
+
+// transient reports whether the run's faults were all Fail or Lost, none of
+// them at Writer.Close.
+func (o *observation) transient() bool {
+	if o.point == nil {
+		return false
+	}
+	for _, p := range []*faults.Point{o.first, o.point} {
+		if p != nil && (p.Mode != faults.Fail && p.Mode != faults.Lost || p.Op == faults.OpWriterClose) {
+			return false
+		}
+	}
+	return true
+}
+
+// faultsDone names the run's faults.
+func (o *observation) faultsDone() string {
+	if o.first != nil {
+		return fmt.Sprintf("two faults (%s, then %s)", o.first, o.point)
+	}
+	return fmt.Sprintf("one %s fault", o.point.Mode)
 }
 
 // required returns the test for the records that must be stored after the

@@ -63,7 +63,7 @@ func ChildMain() int {
 		// Unbuffered: a line is out before the process can die.
 		_, _ = os.Stdout.WriteString(line + "\n")
 	}
-	r := newRun(context.Background(), &p, emit)
+	r := newRun(context.Background(), []faults.Point{p}, emit)
 	w := spec.Store.writer(sc, r.in, slog.New(slog.DiscardHandler))
 	dump(r.ctx, sc, w, emit)
 	return 0

@@ -43,14 +43,20 @@ type Result struct {
 	Scenario string
 	// Point is the fault point; nil for the run without fault.
 	Point *faults.Point
+	// First, for a run that faults the recovery from an earlier fault, is
+	// that earlier fault (Point then hits a call that First caused: a
+	// retry, a HeadObject after a lost PUT); nil otherwise.
+	First *faults.Point
 	// Reached says whether the fault hit a call (true without a fault).
 	// A point not reached was not explored: the run made fewer calls of
 	// its operation than the run without fault.
 	Reached bool
 	// Violations are the invariants the run broke.
 	Violations []Violation
-	// Counts are the calls the run made, for runs in process.
-	Counts faults.Counts
+	// Counts are the calls the run made, for runs in process, and
+	// AtFault the calls made when the (first) fault hit, the faulted
+	// call included; nil when none hit.
+	Counts, AtFault faults.Counts
 	// Lines are what the Queue answered, as dump wrote them.
 	Lines []string
 }
@@ -60,8 +66,11 @@ func (r *Result) Held() bool { return r.Reached && len(r.Violations) == 0 }
 
 // String names the scenario and the point.
 func (r *Result) String() string {
-	if r.Point == nil {
+	switch {
+	case r.Point == nil:
 		return r.Scenario + " without fault"
+	case r.First != nil:
+		return r.Scenario + " at " + r.First.String() + " then " + r.Point.String()
 	}
 	return r.Scenario + " at " + r.Point.String()
 }
@@ -78,7 +87,24 @@ func (h *Harness) Run(ctx context.Context, sc Scenario, p *faults.Point) (*Resul
 	if p != nil && (p.Mode.Kills() || p.Mode == faults.Stall) {
 		return h.runChild(ctx, sc, st, *p)
 	}
-	return h.runInProcess(ctx, sc, st, p)
+	return h.runInProcess(ctx, sc, st, nil, p)
+}
+
+// RunAfter runs sc in process with two faults: first, and p at a call made
+// after it (the retry of the failed call, a check or cleanup it caused).
+// Both must be Fail or Lost.
+func (h *Harness) RunAfter(ctx context.Context, sc Scenario, first, p faults.Point) (*Result, error) {
+	for _, q := range []faults.Point{first, p} {
+		if q.Mode != faults.Fail && q.Mode != faults.Lost {
+			return nil, fmt.Errorf("dumpfaults: RunAfter runs fail and lost points in process, not %s", q)
+		}
+	}
+	st, cleanup, err := h.newStore(sc)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	return h.runInProcess(ctx, sc, st, &first, &p)
 }
 
 // newStore returns a fresh store for one run.
@@ -111,24 +137,35 @@ type run struct {
 	in     *faults.Injector
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	atFault faults.Counts // the counts when the first fault hit
+}
+
+// countsAtFault returns the counts when the first fault hit, nil if none.
+func (r *run) countsAtFault() faults.Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.atFault
 }
 
 // lineFault is written when the fault hits: "fault POINT".
 const lineFault = "fault"
 
-// newRun sets up the injector of a run: it counts the calls, hits p (unless
-// nil), writes lineFault when it does, ends the run at a Stall and when the
-// sink failed stuckAfter times by itself.
-func newRun(parent context.Context, p *faults.Point, emit func(string)) *run {
-	var points []faults.Point
-	if p != nil {
-		points = append(points, *p)
-	}
+// newRun sets up the injector of a run: it counts the calls, hits the
+// points, writes lineFault when one does, ends the run at a Stall and when
+// the sink failed stuckAfter times by itself.
+func newRun(parent context.Context, points []faults.Point, emit func(string)) *run {
 	r := &run{in: faults.New(points...)}
 	r.ctx, r.cancel = context.WithCancel(parent)
 	var failures atomic.Int64
 	var once sync.Once
 	r.in.OnFire = func(fp faults.Point) {
+		r.mu.Lock()
+		if r.atFault == nil {
+			r.atFault = r.in.Counts()
+		}
+		r.mu.Unlock()
 		emit(lineFault + " " + fp.String())
 		if fp.Mode == faults.Stall {
 			r.cancel() // the deadline passes while the call hangs

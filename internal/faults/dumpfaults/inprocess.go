@@ -3,6 +3,7 @@ package dumpfaults
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +16,10 @@ import (
 const runCap = 2 * time.Minute
 
 // runInProcess runs the scenario in this process with the fault at p (nil:
-// none), reads the store the moment Close returns, then restarts and checks.
-func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *faults.Point) (*Result, error) {
-	o := &observation{sc: sc, point: p}
+// none), after the fault at first (nil: none), reads the store the moment
+// Close returns, then restarts and checks.
+func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, first, p *faults.Point) (*Result, error) {
+	o := &observation{sc: sc, point: p, first: first}
 	var mu sync.Mutex
 	var lines []string
 	var readErr error
@@ -32,7 +34,13 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *f
 			o.atClose, readErr = st.contents(ctx, sc)
 		}
 	}
-	r = newRun(ctx, p, emit)
+	var points []faults.Point
+	for _, q := range []*faults.Point{first, p} {
+		if q != nil {
+			points = append(points, *q)
+		}
+	}
+	r = newRun(ctx, points, emit)
 	defer r.cancel()
 	w := st.writer(sc, r.in, h.logger())
 	done := make(chan struct{})
@@ -54,9 +62,9 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, p *f
 		return nil, fmt.Errorf("dumpfaults: read the store at Close: %w", readErr)
 	}
 	mu.Lock()
-	res := &Result{Scenario: sc.Name, Point: p, Counts: r.in.Counts(), Lines: append([]string(nil), lines...)}
+	res := &Result{Scenario: sc.Name, Point: p, First: first, Counts: r.in.Counts(), AtFault: r.countsAtFault(), Lines: append([]string(nil), lines...)}
 	mu.Unlock()
-	res.Reached = p == nil || len(r.in.Fired()) > 0
+	res.Reached = p == nil || slices.Contains(r.in.Fired(), *p)
 	var err error
 	if o.log, err = parseLog(res.Lines); err != nil {
 		return nil, err

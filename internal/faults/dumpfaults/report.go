@@ -49,31 +49,37 @@ type ScenarioReport struct {
 	Counts faults.Counts
 	// Baseline is the run without fault.
 	Baseline *Result
-	// Total counts every fault point.
-	Total Tally
+	// Total counts every fault point, Recovery the runs with a second
+	// fault in a call made after the first (counted in Total too).
+	Total, Recovery Tally
 	// Failures are the runs that broke an invariant, the run without
 	// fault included.
 	Failures []*Result
 
-	byPoint map[opMode]*Tally
+	byPoint, bySecond map[opMode]*Tally
 }
 
 func (r *ScenarioReport) add(res *Result) {
 	if r.byPoint == nil {
-		r.byPoint = map[opMode]*Tally{}
+		r.byPoint, r.bySecond = map[opMode]*Tally{}, map[opMode]*Tally{}
+	}
+	m := r.byPoint
+	if res.First != nil {
+		m = r.bySecond
+		r.Recovery.add(res)
 	}
 	k := opMode{res.Point.Op, res.Point.Mode}
-	if r.byPoint[k] == nil {
-		r.byPoint[k] = &Tally{}
+	if m[k] == nil {
+		m[k] = &Tally{}
 	}
-	r.byPoint[k].add(res)
+	m[k].add(res)
 	r.Total.add(res)
 	if len(res.Violations) > 0 {
 		r.Failures = append(r.Failures, res)
 	}
 }
 
-// Tally returns the counts of one operation in one mode.
+// Tally returns the counts of one operation in one mode (first faults).
 func (r *ScenarioReport) Tally(op faults.Op, m faults.Mode) Tally {
 	if t := r.byPoint[opMode{op, m}]; t != nil {
 		return *t
@@ -88,18 +94,18 @@ func (r *ScenarioReport) BaselineHeld() bool {
 
 // Summary is one line: the scenario, the points explored and held.
 func (r *ScenarioReport) Summary() string {
-	s := fmt.Sprintf("%s: %d fault points explored, %d held, %d failed, %d not reached (%d calls without fault)",
-		r.Scenario.Name, r.Total.Explored, r.Total.Held, r.Total.Failed, r.Total.NotReached, r.Counts.Total())
+	s := fmt.Sprintf("%s: %d fault points explored (%d of them second faults), %d held, %d failed, %d not reached (%d calls without fault)",
+		r.Scenario.Name, r.Total.Explored, r.Recovery.Explored, r.Total.Held, r.Total.Failed, r.Total.NotReached, r.Counts.Total())
 	if !r.BaselineHeld() {
 		s += "; the run WITHOUT fault failed"
 	}
 	return s
 }
 
-// modes returns the modes explored, in order.
-func (r *ScenarioReport) modes() []faults.Mode {
+// modes returns the modes explored in m, in order.
+func modes(m map[opMode]*Tally) []faults.Mode {
 	var ms []faults.Mode
-	for k := range r.byPoint {
+	for k := range m {
 		if !slices.Contains(ms, k.Mode) {
 			ms = append(ms, k.Mode)
 		}
@@ -120,38 +126,72 @@ func WriteMarkdown(w io.Writer, reps []*ScenarioReport, command string) {
 		total.NotReached += r.Total.NotReached
 	}
 	fmt.Fprintf(w, "## Dump-side fault enumeration\n\n")
-	fmt.Fprintf(w, "Produced by `%s`. Each scenario dumps a fixed set of records through a Queue; a run without fault counts the calls of every sink operation and S3 request, then the scenario runs again once per fault point: the K-th call of an operation fails without effect (fail), takes effect and reports failure (lost), hangs until Shutdown's deadline has passed (stall, in a child process that exits after Shutdown), or the process is SIGKILLed just before (crash) or just after (crash-after) it. After each run a Queue is opened again on the same store and the invariants of internal/faults/dumpfaults are checked: every acknowledged record stored (after a buffered crash: those a successful Flush or Close covered), none twice, none that Enqueue refused, no temporary file, spool file or multipart upload left, Close nil only once stored, every error's count true.\n\n", command)
-	fmt.Fprintf(w, "**%d fault points explored: %d held, %d failed, %d not reached.**\n\n", total.Explored, total.Held, total.Failed, total.NotReached)
-	fmt.Fprintln(w, "| scenario | points | held | failed | not reached | run without fault |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "Produced by `%s`. Each scenario dumps a fixed set of records through a Queue; a run without fault counts the calls of every sink operation and S3 request, then the scenario runs again once per fault point: the K-th call of an operation fails without effect (fail), takes effect and reports failure (lost), hangs until Shutdown's deadline has passed (stall, in a child process that exits after Shutdown), or the process is SIGKILLed just before (crash) or just after (crash-after) it. After each fail or lost point that held, a second fault hits each call the first one caused (the retry, the Truncate before it, the HeadObject checking a lost PUT, the abort of a failed upload), failing both ways. After each run a Queue is opened again on the same store and the invariants of internal/faults/dumpfaults are checked: every acknowledged record stored (after a buffered crash: those a successful Flush or Close covered), none twice, none that Enqueue refused, no temporary file, spool file or multipart upload left, Close nil only once stored, every error's count true.\n\n", command)
+	var second int
+	for _, r := range reps {
+		second += r.Recovery.Explored
+	}
+	fmt.Fprintf(w, "**%d fault points explored (%d of them second faults): %d held, %d failed, %d not reached.**\n\n", total.Explored, second, total.Held, total.Failed, total.NotReached)
+	fmt.Fprintln(w, "| scenario | points | second faults | held | failed | not reached | run without fault |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range reps {
 		base := "ok"
 		if !r.BaselineHeld() {
 			base = "FAILED"
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", r.Scenario.Name, r.Total.Explored, r.Total.Held, r.Total.Failed, r.Total.NotReached, base)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s |\n", r.Scenario.Name, r.Total.Explored, r.Recovery.Explored, r.Total.Held, r.Total.Failed, r.Total.NotReached, base)
 	}
 	for _, r := range reps {
 		fmt.Fprintf(w, "\n### %s\n\nHeld/explored per operation and mode (calls: in the run without fault).\n\n", r.Scenario.Name)
-		modes := r.modes()
-		fmt.Fprintf(w, "| operation | calls |")
-		for _, m := range modes {
-			fmt.Fprintf(w, " %s |", m)
-		}
-		fmt.Fprintf(w, "\n| --- | --- |%s\n", strings.Repeat(" --- |", len(modes)))
-		for _, op := range r.Counts.Ops() {
-			fmt.Fprintf(w, "| %s | %d |", op, r.Counts[op])
-			for _, m := range modes {
-				t := r.Tally(op, m)
-				cell := fmt.Sprintf("%d/%d", t.Held, t.Explored)
-				if t.Failed > 0 {
-					cell = fmt.Sprintf("**%s**", cell)
+		writeTally(w, r.byPoint, r.Counts.Ops(), r.Counts)
+		if r.Recovery.Explored > 0 {
+			fmt.Fprintf(w, "\nSecond faults, after each fail or lost point that held: held/explored per operation and mode of the second.\n\n")
+			var ops []faults.Op
+			for k := range r.bySecond {
+				if !slices.Contains(ops, k.Op) {
+					ops = append(ops, k.Op)
 				}
-				fmt.Fprintf(w, " %s |", cell)
 			}
-			fmt.Fprintln(w)
+			slices.Sort(ops)
+			writeTally(w, r.bySecond, ops, nil)
 		}
 		writeFailures(w, r)
+	}
+}
+
+// writeTally writes a table of held/explored per operation and mode, with
+// the calls of the run without fault when calls is not nil.
+func writeTally(w io.Writer, m map[opMode]*Tally, ops []faults.Op, calls faults.Counts) {
+	ms := modes(m)
+	fmt.Fprintf(w, "| operation |")
+	if calls != nil {
+		fmt.Fprintf(w, " calls |")
+	}
+	for _, mode := range ms {
+		fmt.Fprintf(w, " %s |", mode)
+	}
+	cols := len(ms) + 1
+	if calls != nil {
+		cols++
+	}
+	fmt.Fprintf(w, "\n|%s\n", strings.Repeat(" --- |", cols))
+	for _, op := range ops {
+		fmt.Fprintf(w, "| %s |", op)
+		if calls != nil {
+			fmt.Fprintf(w, " %d |", calls[op])
+		}
+		for _, mode := range ms {
+			t := m[opMode{op, mode}]
+			if t == nil {
+				t = &Tally{}
+			}
+			cell := fmt.Sprintf("%d/%d", t.Held, t.Explored)
+			if t.Failed > 0 {
+				cell = fmt.Sprintf("**%s**", cell)
+			}
+			fmt.Fprintf(w, " %s |", cell)
+		}
+		fmt.Fprintln(w)
 	}
 }
 
@@ -174,7 +214,10 @@ func writeFailures(w io.Writer, r *ScenarioReport) {
 				groups[v.Kind] = g
 			}
 			name := "no fault"
-			if res.Point != nil {
+			switch {
+			case res.First != nil:
+				name = res.First.String() + " then " + res.Point.String()
+			case res.Point != nil:
 				name = res.Point.String()
 			}
 			if !slices.Contains(g.points, name) {
