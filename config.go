@@ -1,6 +1,7 @@
 package dlqdump
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dlqdump/dlqdump/encoder"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Codec chooses how the Queue compresses blocks. Every block records its
@@ -82,11 +84,12 @@ type Config struct {
 	Writer Writer
 	// Durable makes Enqueue return only after the record is synced to
 	// stable storage (group commit: concurrent callers share one sync).
-	// Default false: see the package documentation for what a crash can
-	// lose then.
+	// NewQueue refuses it with a Writer that cannot sync (see
+	// sink.DurabilityChecker; an s3.Writer needs SpoolDir). Default false:
+	// see the package documentation for what a crash can lose then.
 	Durable bool
 	// MaxPending bounds the bytes accepted but not yet written (plus the
-	// Writer's backlog, see Backlogger). Past it Enqueue waits up to
+	// Writer's backlog, see sink.Backlogger). Past it Enqueue waits up to
 	// EnqueueTimeout, then fails with ErrBackpressure. Queue.Rate reports
 	// the pending bytes over MaxPending. Default 64 MiB.
 	MaxPending MemorySize
@@ -379,6 +382,16 @@ func (c *Config) queueConfig() (*queueConfig, error) {
 		return nil, fmt.Errorf("%w: Compressors: %d is negative", ErrConfig, c.Compressors)
 	case c.CompressionLevel < 0 || c.CompressionLevel > 22:
 		return nil, fmt.Errorf("%w: CompressionLevel: %d is outside 0..22", ErrConfig, c.CompressionLevel)
+	}
+	if c.Durable {
+		if dc, ok := c.Writer.(sink.DurabilityChecker); ok {
+			if err := dc.CheckDurable(); err != nil {
+				if !errors.Is(err, ErrConfig) {
+					err = fmt.Errorf("%w: Durable: the Writer cannot sync: %w", ErrConfig, err)
+				}
+				return nil, err
+			}
+		}
 	}
 	codec, err := c.Codec.segmentCodec()
 	if err != nil {

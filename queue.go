@@ -2,12 +2,8 @@ package dlqdump
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +11,7 @@ import (
 	"github.com/koykov/queue"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Queue is the dumper: a queue.Interface (github.com/koykov/queue) that
@@ -26,11 +23,19 @@ import (
 // goroutines and written, in order, by one writer goroutine, which seals and
 // publishes a segment when it reaches Config.Capacity, Config.FlushInterval
 // after its first record, on Flush and on Close.
+//
+// The Queue owns its Writer: it recovers what a crash left (sink.Recoverer),
+// and Flush, Close and Shutdown return only once what they published is
+// stored where readers find it, also with a Writer that uploads in the
+// background (sink.Flusher, sink.Closer), or say what is not.
 type Queue struct {
 	c       *queueConfig
 	mw      MetricsWriter
 	log     *slog.Logger
-	backlog Backlogger
+	backlog sink.Backlogger     // nil unless the Writer is one
+	watcher sink.BacklogWatcher // nil unless the Writer is one
+	flusher sink.Flusher        // nil unless the Writer is one
+	closer  sink.Closer         // nil unless the Writer is one
 
 	mu       sync.Mutex
 	closed   bool
@@ -45,6 +50,13 @@ type Queue struct {
 	free     []*block // finished blocks kept for reuse (their encoded buffers)
 	rawFree  [][]byte // raw buffers of compressed blocks, for new blocks
 	maxFree  int
+
+	// The sink-call protocol (see call), under mu.
+	calling   string   // the writer loop's sink call in progress, "" if none
+	doubt     []*block // blocks whose fate that call decides
+	doubtRecs int      // more records whose fate it decides (a Commit's)
+	abandoned bool     // Shutdown gave up: the loop starts no sink call
+	reported  bool     // Shutdown counted the loop's state: the loop changes none of it
 
 	pending  atomic.Int64 // bytes accepted, not yet written
 	records  atomic.Uint64
@@ -61,10 +73,14 @@ type Queue struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	// owned by the writer loop
-	seg      *openSegment
-	unsynced []*block
-	failures int
+	// Owned by the writer loop. Shutdown reads them only when the loop has
+	// ended or is parked in a sink call (see call).
+	seg        *openSegment
+	sinceSync  []*block // Durable: blocks written into seg since its last good sync, in order
+	sealing    *block   // written (or empty) and out of inflight; seal the segment, then finish it
+	sealReason string
+	held       []int // records of the last committed segments the Writer may hold (watcher only)
+	failures   int
 }
 
 var _ queue.Interface = (*Queue)(nil)
@@ -79,7 +95,7 @@ type block struct {
 	bytes      int64  // pending bytes it accounts for
 	seal       string // flush reason: seal the segment after this block
 	compressed bool
-	written    bool
+	written    bool          // in the open segment
 	waiters    int           // Durable callers waiting for it
 	done       chan struct{} // closed when handled, if anyone waits
 	err        error         // set before done is closed when abandoned
@@ -87,16 +103,28 @@ type block struct {
 
 // openSegment is the segment the writer loop is appending to.
 type openSegment struct {
-	name   string
-	sw     SegmentWriter
-	w      *segment.Writer
-	opened time.Time
-	footer bool  // the footer is written, Commit pending
-	synced int64 // size at the last successful Sync
+	name      string
+	sw        SegmentWriter
+	w         *segment.Writer
+	opened    time.Time
+	footer    bool  // the footer is written, Commit pending
+	committed bool  // Commit succeeded
+	synced    int64 // size at the last successful Sync
+	records   int   // records in the blocks written, as w says between sink calls
+
+	// cutTo >= 0: the sink may hold bytes after cutTo (a failed write, or
+	// blocks written since a sync that failed), which must be truncated
+	// before anything else is written or synced. cutBlocks are the blocks
+	// those bytes may hold: in doubt until then. With requeue, they go
+	// back to the head of the line to be written again.
+	cutTo     int64
+	cutBlocks []*block
+	requeue   bool
 }
 
 // NewQueue validates the config and starts a Queue. If the Writer implements
-// Recoverer, segments left open by a crash are sealed and published first.
+// sink.Recoverer, segments left open by a crash are sealed and published
+// first.
 func NewQueue(config *Config) (*Queue, error) {
 	c, err := config.queueConfig()
 	if err != nil {
@@ -114,7 +142,10 @@ func NewQueue(config *Config) (*Queue, error) {
 		loopDone:  make(chan struct{}),
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
-	q.backlog, _ = c.Writer.(Backlogger)
+	q.backlog, _ = c.Writer.(sink.Backlogger)
+	q.watcher, _ = c.Writer.(sink.BacklogWatcher)
+	q.flusher, _ = c.Writer.(sink.Flusher)
+	q.closer, _ = c.Writer.(sink.Closer)
 	if err := recoverSink(c.Writer, q.log, q.mw); err != nil {
 		return nil, err
 	}
@@ -255,26 +286,22 @@ func (q *Queue) Enqueue(x any) error {
 }
 
 // waitRoomLocked waits until size more bytes fit under MaxPending. A record is
-// always accepted when nothing is pending, however large.
+// always accepted when nothing is pending, however large. It wakes when the
+// writer loop writes a block and when the Writer's backlog shrinks
+// (sink.BacklogWatcher).
 func (q *Queue) waitRoomLocked(size int64) error {
 	limit := int64(q.c.MaxPending)
-	used := func() int64 {
-		n := q.pending.Load()
-		if q.backlog != nil {
-			n += q.backlog.Backlog()
-		}
-		return n
-	}
-	if n := used(); n == 0 || n+size <= limit {
+	if n, _ := q.usedLocked(); n == 0 || n+size <= limit {
 		return nil
 	}
 	if q.c.EnqueueTimeout < 0 {
-		return q.backpressureErr(used(), 0)
+		n, _ := q.usedLocked()
+		return q.backpressureErr(n, 0)
 	}
 	t := time.NewTimer(q.c.EnqueueTimeout)
 	defer t.Stop()
 	for {
-		n := used()
+		n, changed := q.usedLocked()
 		if n == 0 || n+size <= limit {
 			return nil
 		}
@@ -284,6 +311,7 @@ func (q *Queue) waitRoomLocked(size int64) error {
 		var timedOut bool
 		select {
 		case <-ch:
+		case <-changed:
 		case <-t.C:
 			timedOut = true
 		}
@@ -293,11 +321,35 @@ func (q *Queue) waitRoomLocked(size int64) error {
 			return ErrClosed
 		}
 		if timedOut {
-			if n := used(); n == 0 || n+size <= limit {
+			if n, _ := q.usedLocked(); n == 0 || n+size <= limit {
 				return nil
 			}
-			return q.backpressureErr(used(), q.c.EnqueueTimeout)
+			n, _ := q.usedLocked()
+			return q.backpressureErr(n, q.c.EnqueueTimeout)
 		}
+	}
+}
+
+// usedLocked returns the bytes that count against MaxPending (pending plus
+// the Writer's backlog) and a channel closed when the backlog changes (nil
+// when the Writer does not say).
+func (q *Queue) usedLocked() (int64, <-chan struct{}) {
+	n := q.pending.Load()
+	switch {
+	case q.watcher != nil:
+		bl := q.watcher.WatchBacklog()
+		return n + bl.Bytes, bl.Changed
+	case q.backlog != nil:
+		return n + q.backlog.Backlog(), nil
+	}
+	return n, nil
+}
+
+// wakeLocked wakes the callers waiting for room.
+func (q *Queue) wakeLocked() {
+	if q.waiting > 0 {
+		close(q.space)
+		q.space = make(chan struct{})
 	}
 }
 
@@ -396,384 +448,12 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 	}
 }
 
-// writeLoop is the one goroutine that writes blocks to segments, syncs, seals
-// and publishes them, and runs the flush timer.
-func (q *Queue) writeLoop() {
-	defer close(q.loopDone)
-	flush := time.NewTimer(time.Hour)
-	flush.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	var retrying bool
-	for {
-		select {
-		case <-q.ready:
-		case <-q.kick:
-		case <-flush.C:
-			q.flushTimerFired()
-		case <-retry.C:
-			retrying = false
-		case <-q.quit:
-			return
-		}
-		if !retrying {
-			if err := q.process(); err != nil {
-				retrying = true
-				retry.Reset(q.backoff())
-			}
-		}
-		q.armFlushTimer(flush)
-		q.mu.Lock()
-		finished := q.closed && len(q.inflight) == 0
-		q.mu.Unlock()
-		if finished {
-			return
-		}
-	}
-}
-
-// backoff returns the wait before retrying a failed write: exponential from
-// 50ms to 5s, jittered between half and all of it.
-func (q *Queue) backoff() time.Duration {
-	q.failures++
-	d := 50 * time.Millisecond << min(q.failures-1, 7)
-	return time.Duration(float64(min(d, 5*time.Second)) * (0.5 + 0.5*rand.Float64()))
-}
-
-// process writes every compressed block at the head of inflight, in order.
-func (q *Queue) process() error {
-	for {
-		q.mu.Lock()
-		if len(q.inflight) == 0 || !q.inflight[0].compressed {
-			q.mu.Unlock()
-			if err := q.syncWaiters(); err != nil {
-				q.fail(err)
-				return err
-			}
-			return nil
-		}
-		b := q.inflight[0]
-		q.mu.Unlock()
-		if err := q.handle(b); err != nil {
-			q.fail(err)
-			return err
-		}
-		q.failures = 0
-		q.lastErr.Store(nil)
-		q.mu.Lock()
-		q.inflight[0] = nil
-		q.inflight = q.inflight[1:]
-		if b.bytes > 0 {
-			q.pending.Add(-b.bytes)
-		}
-		if q.waiting > 0 {
-			close(q.space)
-			q.space = make(chan struct{})
-		}
-		q.mu.Unlock()
-		q.mw.Pending(q.pending.Load())
-		if b.waiters > 0 {
-			q.unsynced = append(q.unsynced, b)
-			continue
-		}
-		if err := q.syncWaiters(); err != nil { // blocks after b must not finish before it
-			q.fail(err)
-			return err
-		}
-		q.finish(b)
-	}
-}
-
-// handle writes block b into the open segment, opening and sealing segments
-// as needed. It can be called again for the same block after a failure.
-func (q *Queue) handle(b *block) error {
-	if b.count > 0 && !b.written {
-		if q.seg != nil && q.seg.w.SealedSize(b.eb.Len()) > int64(q.c.Capacity) {
-			if err := q.seal(FlushSize); err != nil {
-				return err
-			}
-			q.mu.Lock()
-			q.since = b.eb.MinTime()
-			q.mu.Unlock()
-		}
-		if q.seg == nil {
-			if err := q.open(b.eb.MinTime()); err != nil {
-				return err
-			}
-		}
-		if err := q.seg.w.WriteBlock(&b.eb); err != nil {
-			if terr := q.seg.sw.Truncate(q.seg.w.Size()); terr != nil {
-				err = errors.Join(err, fmt.Errorf("truncate after failed write: %w", terr))
-			}
-			return fmt.Errorf("%w: segment %s: %w", ErrSink, q.seg.name, err)
-		}
-		b.written = true
-		// Seal now if not even a minimal block fits any more.
-		if q.seg.w.SealedSize(segment.BlockHeaderSize+16) > int64(q.c.Capacity) {
-			if err := q.seal(FlushSize); err != nil {
-				return err
-			}
-			q.mu.Lock()
-			q.since = q.oldestUnsealedLocked()
-			q.mu.Unlock()
-		}
-	}
-	if b.seal != "" && q.seg != nil {
-		return q.seal(b.seal)
-	}
-	return nil
-}
-
-// oldestUnsealedLocked returns the time of the oldest record not yet written.
-func (q *Queue) oldestUnsealedLocked() int64 {
-	for _, b := range q.inflight[1:] {
-		if b.count > 0 {
-			return b.first
-		}
-	}
-	if q.cur.bb.Count() > 0 {
-		return q.cur.bb.FirstTime()
-	}
-	return 0
-}
-
-// open starts a new segment whose first record entered the dump at first.
-func (q *Queue) open(first int64) error {
-	created := time.Unix(0, first)
-	id := segment.NewID(created)
-	name := segment.FileName(created, id)
-	sw, err := q.c.Writer.Create(q.ctx, name)
-	if err != nil {
-		return fmt.Errorf("%w: create segment %s: %w", ErrSink, name, err)
-	}
-	w, err := segment.NewWriter(sw, segment.Header{Codec: q.c.codec, DataVersion: uint64(q.c.Version), Created: created, ID: id}, nil)
-	if err != nil {
-		_ = sw.Abort()
-		return fmt.Errorf("%w: segment %s: %w", ErrSink, name, err)
-	}
-	q.seg = &openSegment{name: name, sw: sw, w: w, opened: time.Now(), synced: w.Size()}
-	return nil
-}
-
-// seal writes the open segment's footer and publishes it.
-func (q *Queue) seal(reason string) error {
-	s := q.seg
-	if s == nil {
-		return nil
-	}
-	if !s.footer {
-		if q.c.Durable || len(q.unsynced) > 0 {
-			if err := q.syncWaiters(); err != nil {
-				return err
-			}
-		}
-		size := s.w.Size()
-		if err := s.w.Close(); err != nil {
-			if terr := s.sw.Truncate(size); terr != nil {
-				err = errors.Join(err, fmt.Errorf("truncate after failed footer write: %w", terr))
-			}
-			return fmt.Errorf("%w: segment %s: %w", ErrSink, s.name, err)
-		}
-		s.footer = true
-	}
-	start := time.Now()
-	if err := s.sw.Commit(q.ctx); err != nil {
-		return fmt.Errorf("%w: publish segment %s: %w", ErrSink, s.name, err)
-	}
-	q.seg = nil
-	q.segments.Add(1)
-	q.mw.Flush(reason, int(s.w.Records()), int(s.w.Size()), time.Since(start))
-	q.log.Debug("segment published", slog.String("segment", s.name), slog.String("reason", reason),
-		slog.Uint64("records", s.w.Records()), slog.Int64("bytes", s.w.Size()))
-	return nil
-}
-
-// syncWaiters syncs the open segment and releases the Durable callers whose
-// blocks are now on stable storage.
-func (q *Queue) syncWaiters() error {
-	if len(q.unsynced) == 0 {
-		return nil
-	}
-	if q.seg != nil {
-		if err := q.seg.sw.Sync(); err != nil {
-			return q.resync(err)
-		}
-		q.seg.synced = q.seg.w.Size()
-	}
-	for _, b := range q.unsynced {
-		q.finish(b)
-	}
-	clear(q.unsynced)
-	q.unsynced = q.unsynced[:0]
-	q.mu.Lock()
-	if q.cur.waiters > 0 {
-		q.cutLocked("")
-	} else {
-		q.syncing = false
-	}
-	q.mu.Unlock()
-	return nil
-}
-
-// resync handles a failed sync. After a failed fsync the bytes written since
-// the last good one are in doubt, and syncing again may report success without
-// them, so the segment is cut back to the last synced size and the unsynced
-// blocks are put back at the head of the line to be written again.
-func (q *Queue) resync(cause error) error {
-	s := q.seg
-	err := fmt.Errorf("%w: sync segment %s: %w", ErrSink, s.name, cause)
-	if terr := s.w.Truncate(s.synced); terr != nil {
-		err = errors.Join(err, terr)
-	} else if terr := s.sw.Truncate(s.synced); terr != nil {
-		err = errors.Join(err, fmt.Errorf("truncate after failed sync: %w", terr))
-	}
-	q.mu.Lock()
-	for _, b := range q.unsynced {
-		b.written = false
-		q.pending.Add(b.bytes)
-	}
-	q.inflight = append(slices.Clone(q.unsynced), q.inflight...)
-	q.mu.Unlock()
-	clear(q.unsynced)
-	q.unsynced = q.unsynced[:0]
-	return err
-}
-
-// finish completes a block: wakes its waiters or recycles it.
-func (q *Queue) finish(b *block) {
-	if b.done != nil {
-		close(b.done)
-		return // waiters read b.err; leave it to the garbage collector
-	}
-	q.mu.Lock()
-	if len(q.free) < q.maxFree && b.eb.Cap() <= 2*q.c.blockSize {
-		q.free = append(q.free, b)
-	}
-	q.mu.Unlock()
-}
-
-func (q *Queue) fail(err error) {
-	q.lastErr.Store(&err)
-	q.mw.Fail("write")
-	q.log.Warn("writing the dump failed; the data stays in memory and will be retried", slog.Any("error", err))
-}
-
-// flushTimerFired seals the open segment if its oldest record has waited
-// FlushInterval.
-func (q *Queue) flushTimerFired() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.since != 0 && time.Since(time.Unix(0, q.since)) >= q.c.FlushInterval {
-		q.cutLocked(FlushInterval)
-		q.since = 0
-	}
-}
-
-func (q *Queue) armFlushTimer(t *time.Timer) {
-	q.mu.Lock()
-	since := q.since
-	q.mu.Unlock()
-	t.Stop()
-	if since == 0 {
-		return
-	}
-	t.Reset(max(time.Until(time.Unix(0, since).Add(q.c.FlushInterval)), 0))
-}
-
-// Flush seals the open segment with everything enqueued before the call and
-// waits until it is published or ctx is done.
-func (q *Queue) Flush(ctx context.Context) error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return ErrClosed
-	}
-	b := q.cutLocked(FlushManual)
-	q.since = 0
-	q.mu.Unlock()
-	select {
-	case <-b.done:
-		return b.err
-	case <-ctx.Done():
-		return fmt.Errorf("dlqdump: flush: %w", ctx.Err())
-	}
-}
-
-// Close flushes everything, publishes the last segment and stops the Queue,
-// waiting as long as that takes (see Shutdown to bound it). A second call
-// returns ErrClosed.
-func (q *Queue) Close() error {
-	return q.Shutdown(context.Background())
-}
-
-// Shutdown is Close bounded by ctx. If ctx ends first, the Queue stops anyway
-// and the error counts the records that were not written; with an fs.Writer
-// the blocks already written stay in the open segment and are recovered on
-// the next start.
-func (q *Queue) Shutdown(ctx context.Context) error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return ErrClosed
-	}
-	q.closed = true
-	b := q.cutLocked(FlushClose)
-	if q.waiting > 0 {
-		close(q.space)
-		q.space = make(chan struct{})
-	}
-	q.mu.Unlock()
-	var err error
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	q.closeOnce.Do(func() { close(q.quit); q.cancel() })
-	<-q.loopDone
-	q.wg.Wait()
-	if err == nil {
-		return nil
-	}
-	// Abandoned: release the open segment as it is (a crash-recovering
-	// sink finds it on the next start), count what was not written and
-	// release durable waiters.
-	if q.seg != nil {
-		if c, ok := q.seg.sw.(io.Closer); ok {
-			_ = c.Close()
-		}
-		q.seg = nil
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var lost int
-	gone := fmt.Errorf("%w: the queue was shut down before the record was written", ErrClosed)
-	for _, ib := range append(q.inflight, q.unsynced...) {
-		if !ib.written {
-			lost += ib.count
-		}
-		if ib.done != nil && ib.err == nil {
-			ib.err = gone
-			close(ib.done)
-		}
-	}
-	q.inflight, q.unsynced = nil, nil
-	q.mw.Fail("shutdown")
-	serr := fmt.Errorf("dlqdump: shutdown: %d records not written: %w", lost, err)
-	if last := q.lastErr.Load(); last != nil {
-		serr = fmt.Errorf("%w; last sink error: %w", serr, *last)
-	}
-	q.log.Error("shutdown before the dump was written", slog.Int("records", lost), slog.Any("error", serr))
-	return serr
-}
-
 // Size returns the bytes accepted but not yet written, plus the Writer's
-// backlog (see Backlogger). It implements queue.Interface.
+// backlog (see sink.Backlogger). It implements queue.Interface.
 func (q *Queue) Size() int {
-	n := q.pending.Load()
-	if q.backlog != nil {
-		n += q.backlog.Backlog()
-	}
+	q.mu.Lock()
+	n, _ := q.usedLocked()
+	q.mu.Unlock()
 	return int(n)
 }
 
@@ -788,17 +468,36 @@ func (q *Queue) Rate() float32 { return float32(q.Size()) / float32(q.c.MaxPendi
 type QueueStats struct {
 	// Records is the number of records accepted by Enqueue.
 	Records uint64
-	// Segments is the number of segments published.
+	// Segments is the number of segments committed to the Writer.
 	Segments uint64
+	// Stored is how many of those are stored where readers find them: all
+	// of them, unless the Writer stores committed segments later (an
+	// s3.Writer's spool, see sink.BacklogWatcher) and has not yet.
+	Stored uint64
 	// Pending is the bytes accepted but not yet written.
 	Pending int64
-	// LastError is the last sink error, nil after a successful write.
+	// Backlog is the bytes of committed segments the Writer holds, not yet
+	// stored.
+	Backlog int64
+	// LastError is the last sink error, nil after a successful write; or,
+	// if there is none, the Writer's last failure to store a committed
+	// segment.
 	LastError error
 }
 
 // Stats returns the Queue's counters.
 func (q *Queue) Stats() QueueStats {
 	s := QueueStats{Records: q.records.Load(), Segments: q.segments.Load(), Pending: q.pending.Load()}
+	s.Stored = s.Segments
+	switch {
+	case q.watcher != nil:
+		bl := q.watcher.WatchBacklog()
+		s.Stored -= min(uint64(max(bl.Segments, 0)), s.Segments)
+		s.Backlog = bl.Bytes
+		s.LastError = bl.LastError
+	case q.backlog != nil:
+		s.Backlog = q.backlog.Backlog()
+	}
 	if e := q.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}

@@ -3,11 +3,16 @@
 // (the bytes as they are), Unmarshaller for Marshaller (protobuf messages,
 // encoding.BinaryUnmarshaler and gogo-style Unmarshal), JSON for JSON.
 //
-// A record's bytes are only valid during Decode (Decode(p []byte) (any,
-// error)): every decoder here returns an item that shares no memory with p,
-// copying p before handing it to a method that might keep it. A record that
-// cannot be decoded is an error wrapping ErrDecode that names the decoder and
-// the type it decodes into.
+// Memory: Fallthrough, by default, returns the record's bytes themselves as
+// the item, without a copy, so restoring costs no allocation and no copy per
+// record; the item then shares the memory of the block it was read from (see
+// Fallthrough for what that keeps alive). Every other decoder here, and
+// Fallthrough with Copy or AsString, returns an item that shares no memory
+// with the record, copying p before handing it to a method that might keep
+// it, so the caller may reuse p after Decode.
+//
+// A record that cannot be decoded is an error wrapping ErrDecode that names
+// the decoder and the type it decodes into.
 package decoder
 
 import (
@@ -28,19 +33,47 @@ import (
 var ErrDecode = errors.New("dlqdump: decoder: cannot decode item")
 
 // Fallthrough returns the record's bytes as the item: the inverse of
-// encoder.Builtin. The item is a fresh []byte (never nil, empty for an
-// empty record), or a string when AsString is set.
+// encoder.Builtin. The item is a []byte (never nil, empty for an empty
+// record), or a string when AsString is set.
+//
+// By default the item is p itself, capped at its length: no copy, no
+// allocation but the interface value's. It shares the memory of the block
+// the record was decoded from, which the Restorer (reading through a
+// segment.Stream without Reuse, or Reader.ReadBlock) gives to no other
+// block, so the item stays valid and unchanged for as long as it is
+// referenced, and appending to it copies it instead of writing over the
+// next record. But an item that is kept pins its whole block: one block of
+// raw records, the dumping Queue's BlockSize (256 KiB by default, at most
+// about 64 MiB; segment.Block.Mem tells exactly), stays in memory as long as
+// any one of its items does. A destination that handles items and drops
+// them, as a queue that processes them does, costs nothing more; one that
+// keeps a few items for long (a cache, a retry list, a sample) keeps a
+// block per item: use Copy, or copy the items it keeps. Do not write into
+// the item's bytes: until the Restorer is done with the record, they are
+// also what it would quarantine if the destination refused the item.
+//
+// With Copy (or AsString) the item is a copy of p (a string is one), which
+// keeps nothing else alive; p may then be reused after Decode.
 type Fallthrough struct {
-	// AsString makes the item a string instead of a []byte.
+	// AsString makes the item a string (a copy) instead of a []byte.
 	AsString bool
+	// Copy makes the []byte item a copy of the record's bytes instead of
+	// the bytes themselves, for destinations that keep items for long.
+	Copy bool
 }
 
-// Decode returns a copy of p as a []byte, or as a string with AsString.
+// Decode returns p (capped at its length), or a copy of it with Copy, or a
+// string copy of it with AsString.
 func (d Fallthrough) Decode(p []byte) (any, error) {
-	if d.AsString {
+	switch {
+	case d.AsString:
 		return string(p), nil
+	case d.Copy:
+		return append(make([]byte, 0, len(p)), p...), nil // no zeroing before the copy
+	case p == nil:
+		return []byte{}, nil
 	}
-	return append(make([]byte, 0, len(p)), p...), nil // no zeroing before the copy
+	return p[:len(p):len(p)], nil
 }
 
 // unmarshaler is the gogo/protobuf style of unmarshalling.

@@ -90,6 +90,8 @@ type decodeCase struct {
 	msg   string // the error message contains msg
 	also  string // and also, if not empty
 	cause error  // the error wraps cause, if not nil
+
+	shares bool // the item is p itself (Fallthrough without Copy)
 }
 
 func checkDecode(t *testing.T, c decodeCase) {
@@ -126,6 +128,14 @@ func checkDecode(t *testing.T, c decodeCase) {
 	if !equal(got, c.want) {
 		t.Fatalf("Decode(%q) = %#v, want %#v", c.in, got, c.want)
 	}
+	if c.shares {
+		// The item is p, capped: appending to it cannot write past it.
+		b := got.([]byte)
+		if cap(b) != len(b) || len(p) > 0 && &b[0] != &p[0] {
+			t.Fatalf("Decode(%q) = %q with capacity %d: not p capped at its length", c.in, b, cap(b))
+		}
+		return
+	}
 	// The copy guarantee: p is reused by the caller after Decode.
 	for i := range p {
 		p[i] = 0xAA
@@ -155,9 +165,12 @@ func wire(t *testing.T, m proto.Message) string {
 
 func TestFallthrough(t *testing.T) {
 	cases := []decodeCase{
-		{name: "bytes", dec: decoder.Fallthrough{}, in: "hello", want: []byte("hello")},
-		{name: "binary", dec: decoder.Fallthrough{}, in: "\x00\xff\x01", want: []byte{0, 0xff, 1}},
-		{name: "empty is not nil", dec: decoder.Fallthrough{}, in: "", want: []byte{}},
+		{name: "bytes", dec: decoder.Fallthrough{}, in: "hello", want: []byte("hello"), shares: true},
+		{name: "binary", dec: decoder.Fallthrough{}, in: "\x00\xff\x01", want: []byte{0, 0xff, 1}, shares: true},
+		{name: "empty is not nil", dec: decoder.Fallthrough{}, in: "", want: []byte{}, shares: true},
+		{name: "copy", dec: decoder.Fallthrough{Copy: true}, in: "hello", want: []byte("hello")},
+		{name: "copy binary", dec: decoder.Fallthrough{Copy: true}, in: "\x00\xff\x01", want: []byte{0, 0xff, 1}},
+		{name: "copy empty is not nil", dec: decoder.Fallthrough{Copy: true}, in: "", want: []byte{}},
 		{name: "string", dec: decoder.Fallthrough{AsString: true}, in: "hello", want: "hello"},
 		{name: "empty string", dec: decoder.Fallthrough{AsString: true}, in: "", want: ""},
 	}
@@ -288,7 +301,9 @@ func TestFreshValues(t *testing.T) {
 }
 
 // Round trips through each encoder and its inverse decoder, with the
-// record bytes overwritten after Decode (the Restorer reuses its buffer).
+// record bytes overwritten after Decode, as a reader reusing its buffer
+// does (segment.Reader.Next, segment.StreamOptions.Reuse): every decoder but
+// Fallthrough without Copy must give items that survive it.
 func TestRoundTrip(t *testing.T) {
 	type pair struct {
 		name  string
@@ -296,6 +311,8 @@ func TestRoundTrip(t *testing.T) {
 		dec   dlqdump.Decoder
 		items []any
 		want  func(x any) any // the item expected back; x itself when nil
+
+		shares bool // the items are the record's bytes: compared before the overwrite
 	}
 	s, err := structpb.NewStruct(map[string]any{
 		"queue": "orders", "attempt": 3.0, "ok": false,
@@ -311,7 +328,11 @@ func TestRoundTrip(t *testing.T) {
 	tm := time.Date(2026, 11, 22, 10, 15, 0, 123456789, time.FixedZone("X", 3600))
 	pairs := []pair{
 		{
-			name: "Builtin/Fallthrough", enc: encoder.Builtin{}, dec: decoder.Fallthrough{},
+			name: "Builtin/Fallthrough", enc: encoder.Builtin{}, dec: decoder.Fallthrough{}, shares: true,
+			items: []any{[]byte("bytes"), []byte{}, []byte{0, 1, 2, 0xff}, bytes.Repeat([]byte("z"), 1<<16)},
+		},
+		{
+			name: "Builtin/Fallthrough Copy", enc: encoder.Builtin{}, dec: decoder.Fallthrough{Copy: true},
 			items: []any{[]byte("bytes"), []byte{}, []byte{0, 1, 2, 0xff}, bytes.Repeat([]byte("z"), 1<<16)},
 		},
 		{
@@ -388,11 +409,17 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Decode(Encode(%T)): %v", x, err)
 				}
-				clear(p)
 				want := x
 				if pr.want != nil {
 					want = pr.want(x)
 				}
+				if pr.shares && !equal(got, want) {
+					t.Fatalf("round trip of %T: got %#v, want %#v", x, got, want)
+				}
+				if pr.shares {
+					continue
+				}
+				clear(p)
 				if !equal(got, want) {
 					t.Fatalf("round trip of %T: got %#v, want %#v", x, got, want)
 				}
@@ -492,6 +519,7 @@ func benchDecode(b *testing.B, enc dlqdump.Encoder, dec dlqdump.Decoder, x any) 
 
 func BenchmarkFallthrough(b *testing.B) {
 	b.Run("bytes", func(b *testing.B) { benchDecode(b, encoder.Builtin{}, decoder.Fallthrough{}, item256) })
+	b.Run("copy", func(b *testing.B) { benchDecode(b, encoder.Builtin{}, decoder.Fallthrough{Copy: true}, item256) })
 	b.Run("string", func(b *testing.B) { benchDecode(b, encoder.Builtin{}, decoder.Fallthrough{AsString: true}, item256) })
 }
 
@@ -527,14 +555,17 @@ func BenchmarkJSON(b *testing.B) {
 
 func ExampleFallthrough() {
 	p := []byte("dead letter")
-	x, _ := decoder.Fallthrough{}.Decode(p)
-	copy(p, "reused buff") // the caller reuses p; x is a copy
+	x, _ := decoder.Fallthrough{}.Decode(p)               // p itself: shares its memory
+	c, _ := decoder.Fallthrough{Copy: true}.Decode(p)     // a copy
+	s, _ := decoder.Fallthrough{AsString: true}.Decode(p) // a copy too
+	copy(p, "reused buff")                                // what a reader reusing its buffer would do
 	fmt.Printf("%T %s\n", x, x)
-	s, _ := decoder.Fallthrough{AsString: true}.Decode(p)
+	fmt.Printf("%T %s\n", c, c)
 	fmt.Printf("%T %s\n", s, s)
 	// Output:
+	// []uint8 reused buff
 	// []uint8 dead letter
-	// string reused buff
+	// string dead letter
 }
 
 func ExampleUnmarshaller() {

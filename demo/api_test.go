@@ -79,8 +79,16 @@ func TestEnqueueStatusCodes(t *testing.T) {
 	}
 
 	// 503: the queue refuses (the scene is stopped).
-	if code, b := do(t, "POST", srv.URL+"/api/v1/stop", ""); code != http.StatusOK {
+	code, b = do(t, "POST", srv.URL+"/api/v1/stop", "")
+	if code != http.StatusOK {
 		t.Fatalf("stop: %d %s", code, b)
+	}
+	// The stop says where every accepted task is.
+	if v := decode[struct {
+		Message string
+		Tasks   ledger
+	}](t, b); v.Message != "success" || !v.Tasks.OK() || v.Tasks.Accepted != 2 || v.Tasks.Done+v.Tasks.InDump != 2 {
+		t.Errorf("stop: %s", b)
 	}
 	code, b = do(t, "POST", url, `{"id":"late","payload":"p"}`)
 	if code != http.StatusServiceUnavailable {

@@ -27,7 +27,10 @@ type counters struct {
 	retries   atomic.Uint64 // retries scheduled
 	refused   atomic.Uint64 // tasks not accepted (queue closed, dump refused the leak)
 	dumpLost  atomic.Uint64 // tasks the dump refused with nobody to tell: lost
-	leaked    [4]atomic.Uint64
+	// tasks accepted and neither processed nor dumped when their scene
+	// stopped: lost (a dumper that stayed full past the stop's bound)
+	unaccounted atomic.Uint64
+	leaked      [4]atomic.Uint64
 }
 
 func (c *counters) leakedTotal() uint64 {
@@ -77,6 +80,7 @@ type App struct {
 	quit     chan struct{}
 	loopDone chan struct{}
 	stopOnce sync.Once
+	hurried  atomic.Bool // Hurry was called: stops do not wait for the workers
 }
 
 // restoreResult is the outcome of the last pass started from the API.
@@ -186,6 +190,9 @@ func (a *App) StopScene(ctx context.Context, force bool) error {
 	if s == nil {
 		return errNoScene
 	}
+	if a.hurried.Load() {
+		s.hurry()
+	}
 	err := s.stop(ctx, force)
 	a.mu.Lock()
 	if a.scene == s {
@@ -250,6 +257,15 @@ func (a *App) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Hurry makes a stop in progress (or the next one) stop waiting for the
+// workers: what they have not done goes to the dump.
+func (a *App) Hurry() {
+	a.hurried.Store(true)
+	if s := a.current(); s != nil {
+		s.hurry()
+	}
+}
+
 // Restore flushes the dump and runs one restore pass in the background.
 func (a *App) Restore() (*restoreResult, error) {
 	s := a.current()
@@ -262,7 +278,7 @@ func (a *App) Restore() (*restoreResult, error) {
 	res := &restoreResult{Started: time.Now(), Running: true}
 	a.lastRest.Store(res)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(s.passCtx, 2*time.Minute)
 		defer cancel()
 		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
 		flushErr := s.dump.Flush(fctx)

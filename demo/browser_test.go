@@ -25,7 +25,7 @@ func chromiumPath(t *testing.T) string {
 		p = "/usr/bin/chromium"
 	}
 	if _, err := exec.LookPath(p); err != nil {
-		t.Fatalf("chromium not found at %s (%v): run scripts/chromium.sh to install it (apt-get install -y chromium), or set DEMO_CHROMIUM", p, err)
+		t.Fatalf("chromium not found at %s (%v): run scripts/chromium.sh to install it (apt-get install -y --no-install-recommends chromium), or set DEMO_CHROMIUM", p, err)
 	}
 	return p
 }

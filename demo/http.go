@@ -344,7 +344,11 @@ func (a *App) handleStop(force bool) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 		defer cancel()
 		err := a.StopScene(ctx, force)
-		out := map[string]any{"message": "success", "segments": a.sink.where(ctx)}
+		led := a.ledger()
+		out := map[string]any{"message": "success", "segments": a.sink.where(ctx), "tasks": led}
+		if lerr := led.check(); lerr != nil {
+			err = errors.Join(err, lerr)
+		}
 		if err != nil {
 			out["message"] = "stopped with errors"
 			out["error"] = err.Error()

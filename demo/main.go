@@ -28,10 +28,23 @@
 //
 // Every few seconds (-log-every) the command prints one line: producers,
 // queue fill, tasks per second produced, processed, leaked, dumped and
-// restored, the dump's pending bytes and the segments ready. On SIGINT or
-// SIGTERM it stops the producers, lets the workers finish, flushes the dump,
-// closes the Restorer and prints where the segments are; a second signal
-// exits at once.
+// restored, the dump's pending bytes and the segments ready.
+//
+// # Shutdown
+//
+// On SIGINT or SIGTERM the demo stops taking tasks (POST /enqueue answers
+// 503, the producers and the Restorer stop), lets the workers finish what
+// was accepted for at most -shutdown-timeout, closes the queue and the
+// dumper, and prints where every accepted task ended:
+//
+//	tasks: 1500 accepted + 0 found in the dump = 262 processed + 1238 in the dump + 0 quarantined + 0 lost + 0 still in the queue
+//	OK: every accepted task was processed or is in the dump
+//
+// When the timeout ends first, or on a second signal, the workers stop
+// processing: what is still queued, running or waiting for a retry goes
+// to the dump with reason "shutdown" (an attempt in progress is abandoned,
+// and run again after a restore). A third signal exits at once. The exit
+// status is 1 when the counts do not add up or a task is lost.
 //
 // # HTTP
 //
@@ -69,8 +82,9 @@
 // producers, waits (at most -drain-timeout) until nothing is queued, running,
 // waiting for a retry or in the dump, stops the scene and prints a summary:
 // produced, processed, leaked, dumped, restored, quarantined, and lost =
-// produced - processed - quarantined. It exits with status 1 unless lost is
-// 0 and restored + quarantined = dumped. -scenario steady keeps -producers
+// produced - processed - quarantined, and the task ledger (where each task
+// ended, by state). It exits with status 1 unless lost is 0, the ledger adds
+// up and restored + quarantined = dumped. -scenario steady keeps -producers
 // for the whole duration.
 //
 // # Flags
@@ -94,6 +108,7 @@
 //	-max-replays 5, -auto-restore=true                    the Restorer
 //	-scenario NAME, -duration 60s, -drain-timeout 60s, -burst-producers N
 //	-idle                  start with no scene (POST /api/v1/init starts one)
+//	-shutdown-timeout 30s  on a signal: longest wait for the workers; then what is left goes to the dump
 //	-log-every 5s          status line interval; 0: none
 //	-keep-done 100000      finished producer tasks remembered for GET /tasks/{id}
 package main
@@ -116,8 +131,43 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without the process: it returns the exit status.
+// run is main without the process: it returns the exit status. The first
+// SIGINT or SIGTERM starts the shutdown, a second one makes it dump what
+// the workers have not done instead of waiting, a third exits at once.
 func run(args []string, stdout, stderr io.Writer) int {
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hurry := make(chan struct{})
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-finished:
+				return
+			case <-sigs:
+			}
+			switch n {
+			case 1:
+				cancel()
+			case 2:
+				fmt.Fprintln(stderr, "demo: second signal: what the workers have not done goes to the dump (a third signal exits at once)")
+				close(hurry)
+			default:
+				fmt.Fprintln(stderr, "demo: third signal: exiting at once")
+				os.Exit(130)
+			}
+		}
+	}()
+	return runCtx(ctx, hurry, args, stdout, stderr)
+}
+
+// runCtx is run with the signals as channels: the shutdown starts when ctx
+// ends, and hurries when hurry is closed.
+func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	cfg := defaultSceneConfig()
@@ -130,6 +180,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		drainF      = fset.Duration("drain-timeout", 60*time.Second, "scenario: longest wait for the queue and the dump to drain")
 		burstProd   = fset.Int("burst-producers", 0, "scenario burst: producers during the burst (default 4x -producers)")
 		idle        = fset.Bool("idle", false, "start with no scene; POST /api/v1/init starts one")
+		shutdownF   = fset.Duration("shutdown-timeout", 30*time.Second, "on a signal: longest wait for the workers before what is left goes to the dump")
 		logEvery    = fset.Duration("log-every", 5*time.Second, "status line interval (0: none)")
 		keepDone    = fset.Int("keep-done", 100_000, "finished producer tasks remembered for GET /tasks/{id}")
 		workersMaxF = fset.Int("workers-max", 0, "more than -workers: koykov balances between them")
@@ -182,9 +233,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	var sk *sink
 	var err error
 	switch {
@@ -206,6 +254,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "dlqdump demo: segments go to %s\n", sk.desc)
+	go func() {
+		select {
+		case <-hurry:
+			app.Hurry()
+		case <-app.quit:
+		}
+	}()
 
 	var srv *http.Server
 	if *scenario == "" || set["addr"] {
@@ -242,8 +297,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		<-ctx.Done()
-		stop() // a second signal ends the process at once
-		fmt.Fprintln(stdout, "\nshutting down: stopping producers, letting the workers finish, flushing the dump, closing the restorer (Ctrl-C again to exit at once)")
+		fmt.Fprintf(stdout, "\nshutting down: new tasks are refused; the workers finish what was accepted (at most %s), the rest goes to the dump (Ctrl-C again: at once; a third time: exit without saving)\n", *shutdownF)
+		gctx, gcancel := context.WithTimeout(context.Background(), *shutdownF)
+		if err := app.StopScene(gctx, false); err != nil && !errors.Is(err, errNoScene) {
+			fmt.Fprintf(stderr, "demo: shutdown: %v\n", err)
+			status = 1
+		}
+		gcancel()
 	}
 
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -254,6 +314,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if srv != nil {
 		_ = srv.Shutdown(sctx)
+	}
+	led := app.ledger()
+	if *scenario == "" {
+		led.Print(stdout)
+	}
+	if !led.OK() {
+		status = 1
 	}
 	where, ready := sk.whereCount(sctx)
 	fmt.Fprintln(stdout, where)

@@ -59,12 +59,13 @@ type Summary struct {
 	ByReason                                                   map[string]uint64
 	Failures, Retries, Refused, Segments, DumpLost             uint64
 	Tasks                                                      map[string]int64
+	Ledger                                                     ledger // where every task ended, by state, after the stop
 }
 
-// OK reports whether nothing was lost and every dumped record was restored
-// or quarantined.
+// OK reports whether nothing was lost, the task ledger adds up and every
+// dumped record was restored or quarantined.
 func (s *Summary) OK() bool {
-	return s.Lost == 0 && (s.Interrupted || s.Drained && s.Restored+s.Quarantined == s.Dumped)
+	return s.Lost == 0 && s.Ledger.OK() && (s.Interrupted || s.Drained && s.Restored+s.Quarantined == s.Dumped)
 }
 
 // RunScenario runs the scripted load on a new scene, drains it, stops it and
@@ -141,6 +142,7 @@ func (a *App) RunScenario(ctx context.Context, o ScenarioOptions, cfg SceneConfi
 	}
 	sum.Lost = int64(sum.Produced) - int64(sum.Processed) - int64(sum.Quarantined) - int64(sum.InDump)
 	sum.Tasks = a.store.stateCounts()
+	sum.Ledger = a.ledger()
 	return sum, stopErr
 }
 
@@ -228,9 +230,13 @@ func (s *Summary) Print(w io.Writer) {
 	row("lost", s.Lost, "produced - processed - quarantined"+map[bool]string{true: " - in dump", false: ""}[s.InDump > 0 || s.Interrupted])
 	_ = tw.Flush()
 	fmt.Fprintf(w, "(attempts failed %d, retries %d, refused %d, dump refusals %d)\n", s.Failures, s.Retries, s.Refused, s.DumpLost)
+	s.Ledger.printCounts(w)
 	check := "restored + quarantined = dumped"
 	if s.Restored+s.Quarantined != s.Dumped {
 		check = fmt.Sprintf("restored + quarantined = %d, dumped = %d", s.Restored+s.Quarantined, s.Dumped)
+	}
+	if err := s.Ledger.check(); err != nil {
+		check += "; " + err.Error()
 	}
 	verdict := "OK"
 	if !s.OK() {

@@ -32,12 +32,35 @@ type Scene struct {
 	rst  *dlqdump.Restorer
 
 	// gate orders Enqueue calls before Close: koykov's Close does not wait
-	// for an Enqueue that already passed its status check.
-	gate   sync.RWMutex
-	closed bool
+	// for an Enqueue that already passed its status check. It also closes
+	// the intake in steps: intakeClosed refuses new tasks from producers
+	// and POST /enqueue, restorerClosed the Restorer's, closed everything
+	// (retries too: the koykov queue is closed).
+	gate           sync.RWMutex
+	intakeClosed   bool
+	restorerClosed bool
+	closed         bool
+
+	// pending counts the entries alive: tasks accepted and not yet
+	// processed, dumped or lost, wherever they are (the koykov queue, a
+	// worker, the retry scheduler). After the intake is closed it only
+	// goes down; every decrement signals changed.
+	pending atomic.Int64
+	changed chan struct{}
+	// hurryCh is closed when the scene stops waiting for work: a worker
+	// then dumps its task (reason shutdown) instead of processing it, and
+	// an attempt in progress is interrupted and dumped.
+	hurryCh   chan struct{}
+	hurryOnce sync.Once
 
 	busy    atomic.Int64 // workers inside Do
 	retries *retryScheduler
+
+	// passCtx bounds the restore passes started from the API (App.Restore):
+	// cancelled when the stop has shut the Restorer down, so that no pass
+	// delivers into a scene that no longer takes deliveries.
+	passCtx    context.Context
+	passCancel context.CancelFunc
 
 	prodMu    sync.Mutex
 	producers []*producer
@@ -70,7 +93,8 @@ func newScene(app *App, cfg SceneConfig) (*Scene, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Scene{app: app, cfg: cfg, qm: &queueMetrics{}, started: time.Now(), stopped: make(chan struct{})}
+	s := &Scene{app: app, cfg: cfg, qm: &queueMetrics{}, started: time.Now(), stopped: make(chan struct{}),
+		changed: make(chan struct{}, 1), hurryCh: make(chan struct{})}
 	codec := taskCodec{st: app.store}
 	var err error
 	s.dump, err = dlqdump.NewQueue(&dlqdump.Config{
@@ -144,21 +168,64 @@ func newScene(app *App, cfg SceneConfig) (*Scene, error) {
 			return nil, err
 		}
 	}
+	s.passCtx, s.passCancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
 // dumpVersion is the data version of the demo's records.
 var dumpVersion = dlqdump.NewVersion(1, 0, 0, 0)
 
-// submit puts t into the queue. from is the state it enters (queued or
-// restored). A full queue leaks t into the dump, which is not an error; an
-// error means t was not accepted anywhere.
+// entry is one stay of a task in the scene, from the moment it was
+// accepted until it is processed, dumped or lost: it travels through the
+// koykov queue (which holds entries, not tasks), a worker and the retry
+// scheduler. The scene counts live entries (pending), so a stop knows when
+// every accepted task has reached its final place.
+type entry struct {
+	t         *task
+	enqueuing atomic.Bool // inside koykov's Enqueue: a leak goes back to the caller
+	over      atomic.Bool // released
+}
+
+// admit creates the entry of a task entering the scene.
+func (s *Scene) admit(t *task) *entry {
+	s.pending.Add(1)
+	return &entry{t: t}
+}
+
+// release ends an entry: its task is processed, dumped, lost, or was not
+// accepted after all. A second release of the same entry does nothing.
+func (s *Scene) release(e *entry) {
+	if !e.over.CompareAndSwap(false, true) {
+		return
+	}
+	s.pending.Add(-1)
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// submit puts t into the queue. from is the state it enters (queued, or
+// restored: the Restorer delivers it). A full queue leaks t into the dump,
+// which is not an error; an error means t was not accepted anywhere.
 func (s *Scene) submit(t *task, from state, note string) error {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
-	if s.closed {
+	if s.closed || s.restorerClosed && from == stRestored || s.intakeClosed && from != stRestored {
 		return errClosed
 	}
+	e := s.admit(t)
+	if err := s.enqueueLocked(e, from, note); err != nil {
+		s.release(e)
+		return err
+	}
+	return nil
+}
+
+// enqueueLocked hands e to the koykov queue; the caller holds the gate
+// open (read lock, not closed).
+func (s *Scene) enqueueLocked(e *entry, from state, note string) error {
+	t := e.t
 	t.mu.Lock()
 	prev := t.state
 	if from == stRestored {
@@ -167,7 +234,6 @@ func (s *Scene) submit(t *task, from state, note string) error {
 		t.setLocked(stRestored, note)
 	}
 	t.final = false
-	t.enqueuing = true
 	if d := s.cfg.Deadline.D(); d > 0 {
 		t.deadline = time.Now().Add(d)
 	} else {
@@ -175,17 +241,59 @@ func (s *Scene) submit(t *task, from state, note string) error {
 	}
 	t.mu.Unlock()
 
-	err := s.q.Enqueue(t)
+	e.enqueuing.Store(true)
+	err := s.q.Enqueue(e)
+	e.enqueuing.Store(false)
 
-	t.mu.Lock()
-	t.enqueuing = false
-	if err != nil && from == stRestored && t.state == stRestored {
-		t.restores--
-		t.setLocked(prev, "restore refused: "+err.Error())
+	if err != nil && from == stRestored {
+		t.mu.Lock()
+		if t.state == stRestored {
+			t.restores--
+			t.setLocked(prev, "restore refused: "+err.Error())
+		}
+		t.mu.Unlock()
 	}
-	t.mu.Unlock()
 	return err
 }
+
+// hurrying reports whether the scene stopped waiting for work.
+func (s *Scene) hurrying() bool {
+	select {
+	case <-s.hurryCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// hurry makes the workers dump what they get instead of processing it.
+func (s *Scene) hurry() {
+	s.hurryOnce.Do(func() { close(s.hurryCh) })
+}
+
+// waitSettled waits until no entry is alive, ctx ends or (if stopEarly)
+// the scene hurries. It must be called after the intake is closed, when
+// pending only goes down.
+func (s *Scene) waitSettled(ctx context.Context, stopEarly bool) error {
+	hurry := s.hurryCh
+	if !stopEarly {
+		hurry = nil
+	}
+	for {
+		if s.pending.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-s.changed:
+		case <-hurry:
+			return errHurried
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errHurried = errors.New("told to hurry")
 
 // worker is the koykov Worker: it "processes" a task for WorkerDelay and
 // fails with probability FailRate. Payloads "!fail" and "!ok" always fail
@@ -195,12 +303,18 @@ type worker struct{ s *Scene }
 
 func (w worker) Do(x any) error {
 	s := w.s
-	t, ok := x.(*task)
+	e, ok := x.(*entry)
 	if !ok {
 		return nil
 	}
+	t := e.t
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
+	if s.hurrying() {
+		// The scene stopped waiting for work: the task goes to the dump.
+		s.deadLetter(e, reasonShutdown)
+		return nil
+	}
 	t.mu.Lock()
 	t.attempts++
 	t.tries++
@@ -221,7 +335,19 @@ func (w worker) Do(x any) error {
 	}
 	if delay > 0 {
 		// ±25% so workers do not run in lockstep.
-		time.Sleep(delay*3/4 + rand.N(delay/2+1))
+		tm := time.NewTimer(delay*3/4 + rand.N(delay/2+1))
+		select {
+		case <-tm.C:
+		case <-s.hurryCh:
+			// A stop that cannot wait: the attempt is abandoned and the
+			// task dumped, to be run again after a restore.
+			tm.Stop()
+			t.mu.Lock()
+			t.lastErr = fmt.Sprintf("attempt %d interrupted by the shutdown", total)
+			t.mu.Unlock()
+			s.deadLetter(e, reasonShutdown)
+			return nil
+		}
 	}
 	if !fail {
 		t.mu.Lock()
@@ -230,6 +356,7 @@ func (w worker) Do(x any) error {
 		t.mu.Unlock()
 		s.app.c.processed.Add(1)
 		s.app.store.finished(t)
+		s.release(e)
 		return nil
 	}
 	err := fmt.Errorf("attempt %d failed (simulated)", total)
@@ -241,15 +368,15 @@ func (w worker) Do(x any) error {
 		t.setLocked(stQueued, "retry in "+d.Round(time.Millisecond).String())
 		t.mu.Unlock()
 		s.app.c.retries.Add(1)
-		if !s.retries.schedule(t, d) {
-			s.deadLetter(t, reasonShutdown) // the scene is stopping
+		if s.hurrying() || !s.retries.schedule(e, d) {
+			s.deadLetter(e, reasonShutdown) // the scene is stopping
 		}
 		return nil
 	}
 	t.final = true
 	t.setLocked(stFailed, fmt.Sprintf("%d attempts failed", attempt))
 	t.mu.Unlock()
-	return err // FailToDLQ: koykov hands the task to the dumper
+	return err // FailToDLQ: koykov hands the entry to dlqTap, which dumps it
 }
 
 // backoff is the delay before retry n (1-based): exponential with full
@@ -262,11 +389,19 @@ func backoff(n int, base, maxDelay time.Duration) time.Duration {
 	return rand.N(min(d, maxDelay) + 1)
 }
 
-// retryDue re-enqueues a task whose backoff ended.
-func (s *Scene) retryDue(t *task) {
-	if err := s.submit(t, stQueued, "retry"); err != nil {
-		// The queue closed while the retry waited: dump it.
-		s.deadLetter(t, reasonShutdown)
+// retryDue re-enqueues a task whose backoff ended: the same entry, which
+// stayed alive while it waited.
+func (s *Scene) retryDue(e *entry) {
+	s.gate.RLock()
+	if s.closed || s.hurrying() {
+		s.gate.RUnlock()
+		s.deadLetter(e, reasonShutdown) // the scene is stopping
+		return
+	}
+	err := s.enqueueLocked(e, stQueued, "retry")
+	s.gate.RUnlock()
+	if err != nil {
+		s.deadLetter(e, reasonShutdown)
 	}
 }
 
@@ -275,10 +410,11 @@ func (s *Scene) retryDue(t *task) {
 type dlqTap struct{ s *Scene }
 
 func (d dlqTap) Enqueue(x any) error {
-	t, ok := x.(*task)
+	e, ok := x.(*entry)
 	if !ok {
 		return d.s.dump.Enqueue(x)
 	}
+	t := e.t
 	t.mu.Lock()
 	reason := reasonLeak
 	switch {
@@ -287,14 +423,20 @@ func (d dlqTap) Enqueue(x any) error {
 	case !t.deadline.IsZero() && !time.Now().Before(t.deadline):
 		reason = reasonDeadline
 	}
-	returned := reason == reasonLeak && t.enqueuing // the caller of submit sees the error
+	returned := reason == reasonLeak && e.enqueuing.Load() // the caller of submit sees the error
 	t.mu.Unlock()
-	return d.s.dumpTask(t, reason, returned)
+	err := d.s.dumpTask(t, reason, returned)
+	if err == nil || !returned {
+		d.s.release(e) // dumped, or lost and counted; a refused leak is the caller's
+	}
+	return err
 }
 
-// deadLetter dumps a task outside the queue (a retry after the queue closed).
-func (s *Scene) deadLetter(t *task, reason string) {
-	_ = s.dumpTask(t, reason, false)
+// deadLetter dumps a task outside the koykov queue (a worker or a retry at
+// shutdown) and ends its entry: dumped, or lost and counted so.
+func (s *Scene) deadLetter(e *entry, reason string) {
+	_ = s.dumpTask(e.t, reason, false)
+	s.release(e)
 }
 
 // dumpTask hands t to the dumper. If the dumper refuses and the error goes
@@ -456,52 +598,21 @@ func (s *Scene) addProducers(delta int) (int, error) {
 }
 
 // idle reports whether nothing is in the queue, in a worker or waiting for a
-// retry.
+// retry: no accepted task is still on its way.
 func (s *Scene) idle() bool {
-	return s.q.Size() == 0 && s.busy.Load() == 0 && s.retries.len() == 0
+	return s.pending.Load() == 0
 }
 
-// waitIdle waits until the queue is idle or ctx ends.
-func (s *Scene) waitIdle(ctx context.Context) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for n := 0; ; {
-		if s.idle() {
-			if n++; n >= 3 { // idle on three checks in a row
-				return nil
-			}
-		} else {
-			n = 0
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// waitDrained waits until the queue is empty and no worker is busy.
-func (s *Scene) waitDrained(ctx context.Context) error {
-	for n := 0; n < 3; {
-		if s.q.Size() == 0 && s.busy.Load() == 0 {
-			n++
-		} else {
-			n = 0
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// stop shuts the scene down. Graceful: stop producers and the Restorer, let
-// the workers finish what is queued (bounded by ctx), then close the queue
-// and flush the dump. Force: stop producers and the Restorer, close the queue
-// at once (koykov hands what it held to the dump) and flush the dump.
+// stop shuts the scene down; every task it accepted ends processed or in
+// the dump, and an error counts any that did not.
+//
+// Graceful: the producers stop and POST /enqueue is refused (503), the
+// Restorer stops, and the workers finish what was accepted (retries
+// included) while ctx lasts. When ctx ends first, or App.Hurry is called,
+// the scene stops waiting: what is queued, running or waiting for a retry
+// goes to the dump with reason "shutdown" (an attempt in progress is
+// abandoned). Force: the same without waiting. Then the koykov queue is
+// closed and the dumper shut down, so what was dumped is written.
 func (s *Scene) stop(ctx context.Context, force bool) error {
 	s.stopOnce.Do(func() {
 		s.stopErr = s.doStop(ctx, force)
@@ -512,6 +623,13 @@ func (s *Scene) stop(ctx context.Context, force bool) error {
 func (s *Scene) doStop(ctx context.Context, force bool) error {
 	var errs []error
 	_, _ = s.setProducers(0)
+	s.gate.Lock()
+	s.intakeClosed = true
+	s.gate.Unlock()
+	if force {
+		s.hurry()
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if force {
 		cancel()
@@ -523,32 +641,41 @@ func (s *Scene) doStop(ctx context.Context, force bool) error {
 		errs = append(errs, fmt.Errorf("restorer: %w", err))
 	}
 	cancel()
-	if !force {
-		if err := s.waitIdle(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("workers did not finish: %w", err))
+	s.passCancel() // a pass started from the API that is still running
+	s.gate.Lock()
+	s.restorerClosed = true
+	s.gate.Unlock()
+
+	// From here no entry is created: pending only goes down.
+	if err := s.waitSettled(ctx, true); err != nil {
+		n := s.pending.Load()
+		s.hurry()
+		why := "the workers did not finish in time (" + err.Error() + ")"
+		if errors.Is(err, errHurried) {
+			why = "told not to wait for the workers"
+		}
+		if n > 0 && !force {
+			s.app.logf("graceful stop: %s: %d accepted tasks still queued, running or waiting for a retry go to the dump (reason %s)",
+				why, n, reasonShutdown)
 		}
 	}
 	s.gate.Lock()
 	s.closed = true
-	if force {
-		_ = s.q.ForceClose() // what the queue holds goes to the dump
-	} else {
-		_ = s.q.Close()
-	}
+	_ = s.q.Close() // workers drain what is left (hurrying: into the dump)
 	s.gate.Unlock()
-	// Workers finish what they hold (and what a graceful stop that ran out
-	// of time left in the queue); a failure goes to the dump, a retry
-	// waits in the scheduler.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if err := s.waitDrained(wctx); err != nil {
-		errs = append(errs, fmt.Errorf("workers: %w", err))
+	for _, e := range s.retries.stop() {
+		s.deadLetter(e, reasonShutdown)
+	}
+	// Dumping takes no I/O; this bound is for a dumper that stays full.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	if err := s.waitSettled(wctx, false); err != nil {
+		n := s.pending.Load()
+		s.app.c.unaccounted.Add(uint64(n))
+		s.app.logf("LOST %d accepted tasks: neither processed nor dumped when the scene stopped (%v)", n, err)
+		errs = append(errs, fmt.Errorf("%d accepted tasks were neither processed nor dumped when the scene stopped: %w", n, err))
 	}
 	cancel()
-	// Retries still waiting go to the dump; a retry scheduled from now on
-	// goes there at once.
-	for _, t := range s.retries.stop() {
-		s.deadLetter(t, reasonShutdown)
-	}
+
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	if err := s.dump.Shutdown(dctx); err != nil {
 		errs = append(errs, fmt.Errorf("dumper: %w", err))
@@ -563,7 +690,7 @@ func (s *Scene) doStop(ctx context.Context, force bool) error {
 // retryScheduler holds tasks waiting for their backoff: a min-heap and one
 // timer, as in seed 003's RetryManager.
 type retryScheduler struct {
-	due func(*task)
+	due func(*entry)
 
 	mu      sync.Mutex
 	h       retryHeap
@@ -578,7 +705,7 @@ type retryScheduler struct {
 type retryEntry struct {
 	at  time.Time
 	seq uint64
-	t   *task
+	e   *entry
 }
 
 type retryHeap []retryEntry
@@ -596,21 +723,21 @@ func (h *retryHeap) Pop() any {
 	return e
 }
 
-func newRetryScheduler(due func(*task)) *retryScheduler {
+func newRetryScheduler(due func(*entry)) *retryScheduler {
 	r := &retryScheduler{due: due, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
 
 // schedule queues t for d from now. It returns false once stopped.
-func (r *retryScheduler) schedule(t *task, d time.Duration) bool {
+func (r *retryScheduler) schedule(e *entry, d time.Duration) bool {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
 		return false
 	}
 	r.seq++
-	heap.Push(&r.h, retryEntry{at: time.Now().Add(d), seq: r.seq, t: t})
+	heap.Push(&r.h, retryEntry{at: time.Now().Add(d), seq: r.seq, e: e})
 	r.count.Add(1)
 	r.mu.Unlock()
 	select {
@@ -629,18 +756,18 @@ func (r *retryScheduler) loop() {
 	for {
 		r.mu.Lock()
 		var next time.Duration = time.Hour
-		var ready []*task
+		var ready []*entry
 		now := time.Now()
 		for r.h.Len() > 0 {
 			if e := r.h[0]; e.at.After(now) {
 				next = e.at.Sub(now)
 				break
 			}
-			ready = append(ready, heap.Pop(&r.h).(retryEntry).t)
+			ready = append(ready, heap.Pop(&r.h).(retryEntry).e)
 		}
 		r.mu.Unlock()
-		for _, t := range ready {
-			r.due(t)
+		for _, e := range ready {
+			r.due(e)
 			r.count.Add(-1)
 		}
 		if len(ready) > 0 {
@@ -657,8 +784,8 @@ func (r *retryScheduler) loop() {
 	}
 }
 
-// stop ends the loop and returns the tasks still waiting.
-func (r *retryScheduler) stop() []*task {
+// stop ends the loop and returns the entries still waiting.
+func (r *retryScheduler) stop() []*entry {
 	r.mu.Lock()
 	r.stopped = true
 	r.mu.Unlock()
@@ -666,9 +793,9 @@ func (r *retryScheduler) stop() []*task {
 	<-r.done
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*task, 0, r.h.Len())
+	out := make([]*entry, 0, r.h.Len())
 	for _, e := range r.h {
-		out = append(out, e.t)
+		out = append(out, e.e)
 	}
 	r.h = nil
 	r.count.Store(0)

@@ -69,22 +69,21 @@ type task struct {
 
 	st *store
 
-	mu        sync.Mutex
-	state     state
-	attempts  int // processing attempts in total
-	tries     int // attempts since it last entered the queue from outside
-	lastErr   string
-	deadline  time.Time // when the current stay in the queue expires (zero: none)
-	final     bool      // retries exhausted: the next dead letter is "failed"
-	reason    string    // why it was last dumped
-	replays   int       // restored-and-dumped-again count (dlqdump.HeaderReplays)
-	dumps     int
-	restores  int
-	enqueuing bool // inside Scene.submit: a leak is returned to the caller
-	created   time.Time
-	updated   time.Time
-	history   []transition
-	dropped   int // history entries dropped
+	mu       sync.Mutex
+	state    state
+	attempts int // processing attempts in total
+	tries    int // attempts since it last entered the queue from outside
+	lastErr  string
+	deadline time.Time // when the current stay in the queue expires (zero: none)
+	final    bool      // retries exhausted: the next dead letter is "failed"
+	reason   string    // why it was last dumped
+	replays  int       // restored-and-dumped-again count (dlqdump.HeaderReplays)
+	dumps    int
+	restores int
+	created  time.Time
+	updated  time.Time
+	history  []transition
+	dropped  int // history entries dropped
 }
 
 var _ dlqdump.HeaderCarrier = (*task)(nil)
@@ -231,6 +230,7 @@ type store struct {
 	ringLen  int
 	counts   [numStates]atomic.Int64
 	adopted  atomic.Uint64 // tasks found in the dump that this process did not create
+	evicted  atomic.Int64  // done tasks forgotten (counted in counts[stDone] no more)
 }
 
 func newStore(keepDone int) *store {
@@ -310,6 +310,7 @@ func (s *store) finished(t *task) {
 			if ot.state == stDone {
 				delete(s.tasks, old)
 				s.counts[stDone].Add(-1)
+				s.evicted.Add(1)
 				ot.st = nil
 			}
 			ot.mu.Unlock()

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -69,7 +71,14 @@ func (w *Writer) dir() (string, error) {
 }
 
 // Create starts the segment name in a locked temporary file.
-func (w *Writer) Create(_ context.Context, name string) (dlqdump.SegmentWriter, error) {
+//
+// Recover (in this process or another) removes an empty temporary file whose
+// lock is free, and the lock can only be taken once the file exists: a
+// Recover that comes in between removes the file under Create. So Create,
+// once it holds the lock, checks that the name still leads to the file it
+// locked, and starts over with a new file when a Recover took the first one;
+// it never hands out a segment on an unlinked file.
+func (w *Writer) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -78,20 +87,51 @@ func (w *Writer) Create(_ context.Context, name string) (dlqdump.SegmentWriter, 
 		return nil, err
 	}
 	tmp := filepath.Join(dir, tempName(name))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, w.perm())
-	if err != nil {
-		return nil, fmt.Errorf("dlqdump: fs: create segment: %w", err)
-	}
-	if ok, err := tryLock(f); !ok {
-		_ = f.Close()
-		_ = os.Remove(tmp)
-		if err == nil {
-			err = errors.New("locked by another process")
+	for attempt := 1; ; attempt++ {
+		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, w.perm())
+		if err != nil {
+			if attempt > 1 && attempt <= createAttempts && errors.Is(err, os.ErrExist) {
+				// Our previous file, which a Recover holds and is
+				// removing.
+				if err := backoff.Sleep(ctx, createWait<<min(attempt-2, 6)); err != nil {
+					return nil, fmt.Errorf("dlqdump: fs: create segment %s: %w", name, err)
+				}
+				continue
+			}
+			return nil, fmt.Errorf("dlqdump: fs: create segment: %w", err)
 		}
-		return nil, fmt.Errorf("dlqdump: fs: lock %s: %w", tmp, err)
+		if testHookCreated != nil {
+			testHookCreated(tmp)
+		}
+		locked, err := tryLock(f)
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp) // ours: created exclusively, and nobody holds its lock
+			return nil, fmt.Errorf("dlqdump: fs: lock %s: %w", tmp, err)
+		}
+		if locked && sameFile(f, tmp) {
+			return &file{f: f, dir: dir, tmp: tmp, final: filepath.Join(dir, name)}, nil
+		}
+		// A Recover holds the lock of the empty file and removes it, or
+		// removed it already: leave it to that Recover and start over.
+		_ = f.Close()
+		if attempt >= createAttempts {
+			return nil, fmt.Errorf("dlqdump: fs: create segment %s: a Recover removed its temporary file %d times", name, attempt)
+		}
 	}
-	return &file{f: f, dir: dir, tmp: tmp, final: filepath.Join(dir, name)}, nil
 }
+
+// createAttempts bounds the temporary files Create makes for one segment
+// when Recovers keep taking them, and createWait is the first wait for a
+// Recover to finish removing one (doubling, up to 64 times as long).
+const (
+	createAttempts = 20
+	createWait     = time.Millisecond
+)
+
+// testHookCreated, when set by a test, runs between creating a segment's
+// temporary file and locking it.
+var testHookCreated func(tmp string)
 
 // file is a segment being written.
 type file struct {
@@ -100,7 +140,8 @@ type file struct {
 	tmp, final string
 	off        int64
 	dirSynced  bool
-	committed  bool
+	committed  bool // renamed to its final name
+	released   bool // f is closed
 }
 
 // Write writes p at the segment's current end.
@@ -138,8 +179,15 @@ func (f *file) Truncate(size int64) error {
 
 // Commit syncs the file, renames it to its final name and syncs the
 // directory. The lock is held until the rename is durable, so Recover in
-// another process never sees the file half-committed.
+// another process never sees the file half-committed. A Commit retried after
+// a failure finishes what is left; after a success it does nothing.
 func (f *file) Commit(context.Context) error {
+	if f.released {
+		if f.committed {
+			return nil
+		}
+		return fmt.Errorf("dlqdump: fs: commit %s: %w", f.tmp, os.ErrClosed)
+	}
 	if !f.committed {
 		if err := datasync(f.f); err != nil {
 			return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
@@ -152,20 +200,33 @@ func (f *file) Commit(context.Context) error {
 	if err := syncDir(f.dir); err != nil {
 		return err
 	}
-	return f.f.Close()
+	f.released = true
+	if err := f.f.Close(); err != nil {
+		return fmt.Errorf("dlqdump: fs: close %s: %w", f.final, err)
+	}
+	return nil
 }
 
-// Close releases the file without publishing it; Recover seals it later.
+// Close releases the file (and its lock) without publishing it; Recover
+// seals it later. After Commit, or a second time, it does nothing.
 func (f *file) Close() error {
-	if f.committed {
+	if f.released {
 		return nil
 	}
+	f.released = true
 	return f.f.Close()
 }
 
-// Abort removes the temporary file.
+// Abort removes the temporary file. A committed segment stays published.
 func (f *file) Abort() error {
-	err := f.f.Close()
+	var err error
+	if !f.released {
+		f.released = true
+		err = f.f.Close()
+	}
+	if f.committed {
+		return err
+	}
 	if rerr := os.Remove(f.tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -263,13 +264,31 @@ func (s *store) call(ctx context.Context, op, key string, payload int64, bounded
 // oneAttemptClient returns a client like c whose retryer makes one attempt
 // per call: store.call does the retrying, with Retry's waits (the SDK's own
 // back off by up to seconds per attempt and would multiply the attempts).
-// The caller's client is not changed.
+//
+// The new client shares no mutable SDK state with c or with other clients
+// derived from it. Options are copied shallowly, and awss3.New binds the
+// SDK's default S3 Express credentials provider (a pointer every copy
+// shares) to the client it builds, writing fields that the requests of every
+// other client read: building a Writer's client while a Reader on the same
+// caller's client lists was a data race, and rebound the caller's provider
+// to our client. So the default provider is dropped and New makes a fresh
+// one; a provider the caller set is kept (New does not change those). The
+// caller's client is not changed.
 func oneAttemptClient(c *awss3.Client) *awss3.Client {
 	if c == nil {
 		return nil
 	}
-	return awss3.New(c.Options(), func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
+	return awss3.New(c.Options(), func(o *awss3.Options) {
+		o.RetryMaxAttempts = 1
+		if o.ExpressCredentials != nil && reflect.TypeOf(o.ExpressCredentials) == defaultExpressProvider {
+			o.ExpressCredentials = nil
+		}
+	})
 }
+
+// defaultExpressProvider is the type of the S3 Express credentials provider
+// awss3.New makes when the options have none (unexported by the SDK).
+var defaultExpressProvider = reflect.TypeOf(awss3.New(awss3.Options{}).Options().ExpressCredentials)
 
 var retryables = retry.IsErrorRetryables(retry.DefaultRetryables)
 

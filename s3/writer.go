@@ -19,6 +19,7 @@ import (
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Defaults of the spool fields.
@@ -37,8 +38,13 @@ const (
 //	w := &s3.Writer{Client: client, Bucket: "dead-letters", Prefix: "orders/"}
 //	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 32 * dlqdump.Megabyte})
 //	...
-//	err = q.Close()                 // seals and commits the last segment
-//	err = w.Close(ctx)              // waits for the spool to be uploaded
+//	err = q.Close() // returns once every segment is uploaded
+//
+// The Queue owns the Writer: Queue.Flush waits for the upload of what it
+// flushed (Flush), and Queue.Close and Shutdown close the Writer (Close), so
+// they return only when every committed segment is in the bucket, or say
+// what is not. There is no need to close the Writer yourself; doing so again
+// after the Queue is harmless.
 //
 // A segment is built in a buffer (memory, or a file in SpoolDir) and, on
 // Commit, handed to a bounded spool; one background goroutine uploads the
@@ -56,8 +62,8 @@ const (
 //
 // Durable mode (dlqdump.Config.Durable) needs SpoolDir: the Queue's Sync then
 // makes the records durable in the spool directory, and they are uploaded
-// afterwards, after a crash by Recover. Without SpoolDir, Sync fails with an
-// error wrapping dlqdump.ErrConfig, and a crash loses the segments not yet
+// afterwards, after a crash by Recover. Without SpoolDir, NewQueue refuses a
+// Durable config (CheckDurable), and a crash loses the segments not yet
 // uploaded (at most the open segment and the spool).
 //
 // The fields are read when the Writer is first used and must not change
@@ -103,15 +109,19 @@ type Writer struct {
 	// payloads or credentials. Default: discard.
 	Logger *slog.Logger
 
-	mu     sync.Mutex
-	st     *spool
-	closed bool
+	mu       sync.Mutex
+	st       *spool
+	closed   bool
+	closeErr chan error // the first Close's result, once it is known
 }
 
 var (
-	_ dlqdump.Writer     = (*Writer)(nil)
-	_ dlqdump.Recoverer  = (*Writer)(nil)
-	_ dlqdump.Backlogger = (*Writer)(nil)
+	_ sink.Writer            = (*Writer)(nil)
+	_ sink.Recoverer         = (*Writer)(nil)
+	_ sink.BacklogWatcher    = (*Writer)(nil)
+	_ sink.Flusher           = (*Writer)(nil)
+	_ sink.Closer            = (*Writer)(nil)
+	_ sink.DurabilityChecker = (*Writer)(nil)
 )
 
 // spool holds committed segments until the uploader has stored them.
@@ -130,6 +140,8 @@ type spool struct {
 	closed   bool
 	lastErr  error
 	uploaded uint64
+	pushed   uint64 // items queued so far
+	popped   uint64 // items done so far (uploaded, or gone from the spool directory)
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -222,7 +234,17 @@ func (w *Writer) Create(ctx context.Context, name string) (dlqdump.SegmentWriter
 	return &dirSegment{sw: sw, st: st, name: name}, nil
 }
 
-var errNoSpoolDir = fmt.Errorf("%w: s3.Writer.SpoolDir: Durable mode needs a spool directory; without one a segment is only in memory until it is uploaded at Commit", dlqdump.ErrConfig)
+var errNoSpoolDir = fmt.Errorf("%w: s3.Writer.SpoolDir: Durable mode needs a spool directory; without one a segment is only in memory until it is uploaded", dlqdump.ErrConfig)
+
+// CheckDurable returns an error wrapping dlqdump.ErrConfig, naming
+// s3.Writer.SpoolDir, when SpoolDir is not set: without it a segment cannot
+// be synced. dlqdump.NewQueue calls it for a Durable Queue.
+func (w *Writer) CheckDurable() error {
+	if w.SpoolDir == "" {
+		return errNoSpoolDir
+	}
+	return nil
+}
 
 // Recover uploads what an earlier process left in SpoolDir: it seals and
 // spools the segments left open by a crash (as fs.Writer.Recover does, and
@@ -245,7 +267,7 @@ func (w *Writer) Recover(ctx context.Context) ([]string, error) {
 }
 
 // Backlog returns the bytes of committed segments not yet uploaded. It
-// implements dlqdump.Backlogger.
+// implements sink.Backlogger.
 func (w *Writer) Backlog() int64 {
 	w.mu.Lock()
 	st := w.st
@@ -255,6 +277,26 @@ func (w *Writer) Backlog() int64 {
 	}
 	return st.backlog.Load()
 }
+
+// WatchBacklog returns the committed segments not yet uploaded, their bytes,
+// whether they survive a restart (with SpoolDir), the last upload failure,
+// and a channel closed at the next change. Segments are uploaded in the
+// order they were committed. It implements sink.BacklogWatcher.
+func (w *Writer) WatchBacklog() sink.Backlog {
+	w.mu.Lock()
+	st := w.st
+	w.mu.Unlock()
+	if st == nil {
+		return sink.Backlog{Persistent: w.SpoolDir != "", Changed: neverChanges}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return sink.Backlog{Segments: len(st.items), Bytes: st.backlog.Load(), Persistent: st.fsw != nil, LastError: st.lastErr, Changed: st.changed}
+}
+
+// neverChanges is the Changed channel of a Writer not started: its backlog
+// stays empty until the Queue commits a segment.
+var neverChanges = make(chan struct{})
 
 // WriterStats are a Writer's counters.
 type WriterStats struct {
@@ -281,8 +323,9 @@ func (w *Writer) Stats() WriterStats {
 	return WriterStats{Spooled: len(st.items), Backlog: st.backlog.Load(), Uploaded: st.uploaded, LastError: st.lastErr}
 }
 
-// Flush waits until every segment committed so far is uploaded, or ctx is
-// done.
+// Flush waits until every segment committed before the call is uploaded, or
+// ctx is done; then the error counts those not uploaded yet. Queue.Flush
+// calls it. It implements sink.Flusher.
 func (w *Writer) Flush(ctx context.Context) error {
 	w.mu.Lock()
 	st := w.st
@@ -290,24 +333,39 @@ func (w *Writer) Flush(ctx context.Context) error {
 	if st == nil {
 		return nil
 	}
-	return st.drain(ctx)
+	st.mu.Lock()
+	target := st.pushed
+	st.mu.Unlock()
+	return st.drain(ctx, &target)
 }
 
 // Close stops taking segments, waits until the spool is uploaded or ctx is
 // done, and stops the uploader. If ctx ends first, the error counts the
 // segments not uploaded: with SpoolDir they stay there and are uploaded by
-// Recover on the next start; in memory they are lost. Close the Queue first,
-// so that its last segment is committed. A second call returns an error
-// wrapping dlqdump.ErrClosed.
+// Recover on the next start; in memory they are lost. A Commit waiting for
+// room in the spool meanwhile fails with an error wrapping ErrClosed.
+// Queue.Close and Shutdown call it, after the Queue's last Commit. Later
+// calls wait for the first one and return its result, so closing the Writer
+// again after the Queue does no harm. It implements sink.Closer.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {
+		ch := w.closeErr
 		w.mu.Unlock()
-		return fmt.Errorf("%w: s3.Writer", dlqdump.ErrClosed)
+		err := <-ch
+		ch <- err
+		return err
 	}
 	w.closed = true
+	w.closeErr = make(chan error, 1)
 	st := w.st
 	w.mu.Unlock()
+	err := w.close(ctx, st)
+	w.closeErr <- err
+	return err
+}
+
+func (w *Writer) close(ctx context.Context, st *spool) error {
 	if st == nil {
 		return nil
 	}
@@ -315,7 +373,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	st.closed = true
 	st.notifyLocked()
 	st.mu.Unlock()
-	err := st.drain(ctx)
+	err := st.drain(ctx, nil)
 	st.cancel()
 	<-st.done
 	if err == nil {
@@ -330,19 +388,24 @@ func (w *Writer) Close(ctx context.Context) error {
 	return fmt.Errorf("dlqdump: s3: close: %d segments (%d bytes) held in memory were not uploaded and are lost: %w", n, b, err)
 }
 
-// drain waits until the spool is empty.
-func (st *spool) drain(ctx context.Context) error {
+// drain waits until the items pushed up to *target are done (uploaded, in
+// order), or all of them when target is nil.
+func (st *spool) drain(ctx context.Context, target *uint64) error {
 	for {
 		st.mu.Lock()
-		n, ch, last := len(st.items), st.changed, st.lastErr
+		upTo := st.pushed
+		if target != nil {
+			upTo = *target
+		}
+		left, ch, last := upTo-min(st.popped, upTo), st.changed, st.lastErr
 		st.mu.Unlock()
-		if n == 0 {
+		if left == 0 {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			err := fmt.Errorf("dlqdump: s3: %d segments (%d bytes) not yet uploaded to s3://%s/%s: %w", n, st.backlog.Load(), st.bucket, st.prefix, ctx.Err())
+			err := fmt.Errorf("dlqdump: s3: %d segments (%d bytes in the spool) not yet uploaded to s3://%s/%s: %w", left, st.backlog.Load(), st.bucket, st.prefix, ctx.Err())
 			if last != nil {
 				err = fmt.Errorf("%w; last upload error: %w", err, last)
 			}
@@ -406,26 +469,31 @@ func (st *spool) add(ctx context.Context, it *item) error {
 	if err := st.waitRoom(ctx, it.size); err != nil {
 		return err
 	}
-	st.push(it)
-	return nil
+	return st.push(it)
 }
 
-// push queues it for upload, unless it is queued already.
-func (st *spool) push(it *item) {
+// push queues it for upload, unless it is queued already. It fails once the
+// Writer is closed: the uploader may be gone.
+func (st *spool) push(it *item) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.closed {
+		return fmt.Errorf("%w: s3.Writer", dlqdump.ErrClosed)
+	}
 	it.qid = it.id()
 	if st.queued[it.qid] {
-		return
+		return nil
 	}
 	st.queued[it.qid] = true
 	st.items = append(st.items, it)
+	st.pushed++
 	st.backlog.Add(it.size)
 	st.notifyLocked()
 	select {
 	case st.wake <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // head returns the oldest item, waiting for one; nil when stopped.
@@ -454,6 +522,7 @@ func (st *spool) pop(it *item, uploaded bool) {
 	st.items = st.items[1:]
 	delete(st.queued, it.qid)
 	st.backlog.Add(-it.size)
+	st.popped++
 	if uploaded {
 		st.uploaded++
 		st.lastErr = nil
@@ -598,7 +667,9 @@ func (st *spool) scan() error {
 			st.mu.Unlock()
 			if !known {
 				st.log.Info("uploading a segment left in the spool directory", slog.String("segment", it.name), slog.String("area", it.area.String()), slog.Int64("bytes", it.size))
-				st.push(it)
+				if err := st.push(it); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
@@ -709,7 +780,9 @@ func (d *dirSegment) Commit(ctx context.Context) error {
 		}
 		d.fsDone = true
 	}
-	d.st.push(&item{name: d.name, size: d.size, path: filepath.Join(d.st.fsw.Directory, d.name)})
+	if err := d.st.push(&item{name: d.name, size: d.size, path: filepath.Join(d.st.fsw.Directory, d.name)}); err != nil {
+		return fmt.Errorf("dlqdump: s3: segment %s is in the spool directory, to be uploaded on the next start: %w", d.name, err)
+	}
 	d.committed = true
 	return nil
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (versitygw, Debian's chromium) when missing, starts a local S3 server,
-# runs vet, gofmt and every test with the race detector, then the short
-# reliability loop and the benchmark smoke run, and stops the server.
+# when missing (versitygw; Debian's chromium through scripts/chromium.sh,
+# --no-install-recommends, apt's output shown only if apt fails), starts a
+# local S3 server, runs vet, gofmt and every test with the race detector,
+# then the short reliability loop and the benchmark smoke run, and stops
+# the server.
 #
 #   ./scripts/test.sh
 set -euo pipefail

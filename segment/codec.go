@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -148,89 +147,4 @@ func (e *EncodedBlock) finish(firstSeq uint64) {
 	crc := crc32.Update(e.storedCRC, castag, h[:56])
 	binary.LittleEndian.PutUint32(h[56:], crc)
 	e.info.FirstSeq = firstSeq
-}
-
-// zstdDecoders holds decoders for blocks of at most MaxBlockSize raw bytes.
-var zstdDecoders = sync.Pool{New: func() any {
-	d, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(MaxBlockSize),
-		zstd.WithDecoderMaxWindow(MaxBlockSize),
-		zstd.WithDecodeAllCapLimit(true),
-		zstd.IgnoreChecksum(true))
-	if err != nil {
-		panic("dlqdump: zstd decoder options: " + err.Error())
-	}
-	return d
-}}
-
-// checkRawLen checks rawLen against the size the stored bytes of a block of
-// codec say they decode to, when they say it, so that no buffer is allocated
-// for a raw length the block cannot have.
-func checkRawLen(codec Codec, stored []byte, rawLen int) error {
-	switch codec {
-	case CodecNone:
-		if len(stored) != rawLen {
-			return fmt.Errorf("raw block of %d bytes, header says %d", len(stored), rawLen)
-		}
-	case CodecZstd:
-		var h zstd.Header
-		if err := h.Decode(stored); err != nil {
-			return fmt.Errorf("zstd: %w", err)
-		}
-		if h.HasFCS && h.FrameContentSize != uint64(rawLen) {
-			return fmt.Errorf("zstd block decodes to %d bytes, header says %d", h.FrameContentSize, rawLen)
-		}
-	case CodecS2:
-		n, err := s2.DecodedLen(stored)
-		if err != nil {
-			return fmt.Errorf("s2: %w", err)
-		}
-		if n != rawLen {
-			return fmt.Errorf("s2 block decodes to %d bytes, header says %d", n, rawLen)
-		}
-	}
-	return nil
-}
-
-// decodeSlack is the room left after a block's raw bytes in its decode
-// buffer (zstd's compressedBlockOverAlloc is 16).
-const decodeSlack = 64
-
-// decodeBlock decompresses stored into dst, whose capacity bounds the output
-// (rawLen plus decodeSlack, checked against the caps by the caller), and
-// checks that exactly rawLen bytes came out. It returns the raw bytes.
-func decodeBlock(codec Codec, stored, dst []byte, rawLen int) ([]byte, error) {
-	switch codec {
-	case CodecNone:
-		if len(stored) != rawLen {
-			return nil, fmt.Errorf("raw block of %d bytes, header says %d", len(stored), rawLen)
-		}
-		return append(dst[:0], stored...), nil
-	case CodecZstd:
-		d := zstdDecoders.Get().(*zstd.Decoder)
-		out, err := d.DecodeAll(stored, dst[:0])
-		zstdDecoders.Put(d)
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
-		}
-		if len(out) != rawLen {
-			return nil, fmt.Errorf("zstd block decodes to %d bytes, header says %d", len(out), rawLen)
-		}
-		return out, nil
-	case CodecS2:
-		n, err := s2.DecodedLen(stored)
-		if err != nil {
-			return nil, fmt.Errorf("s2: %w", err)
-		}
-		if n != rawLen {
-			return nil, fmt.Errorf("s2 block decodes to %d bytes, header says %d", n, rawLen)
-		}
-		out, err := s2.Decode(dst[:rawLen], stored)
-		if err != nil {
-			return nil, fmt.Errorf("s2: %w", err)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: unknown codec %d", ErrFormat, codec)
 }

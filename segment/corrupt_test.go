@@ -204,6 +204,9 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 		fail("Next after EOF: %v", err)
 	}
 
+	// A Stream delivers what ReadBlock reads.
+	checkStream(t, data, opts)
+
 	// Scan finds the intact prefix.
 	res, err := Scan(bytes.NewReader(data), size, opts)
 	if err != nil {

@@ -2,15 +2,19 @@ package segment
 
 import (
 	"encoding/binary"
-	"fmt"
 	"iter"
 	"slices"
 	"time"
 )
 
 // Record is one dead letter as read from a segment. Headers and Payload point
-// into the reader's current block: they stay valid until the reader moves to
-// the next block. Copy them to keep them longer.
+// into the memory of the block they were read from, without a copy; Payload
+// is capped at its length (a full slice expression), so appending to it
+// allocates instead of writing over the next record. How long they stay
+// valid depends on how they were read: Reader.Next reuses its memory for the
+// next block; Reader.ReadBlock and a Stream give each block fresh memory,
+// which is never overwritten (unless StreamOptions.Reuse) and lives as long
+// as something refers to it.
 type Record struct {
 	// Seq is the record's sequence number in its segment, from 0.
 	Seq uint64
@@ -49,7 +53,8 @@ func (h Headers) Get(key string) (string, bool) {
 }
 
 // Lookup returns the value of the header named key without copying it: the
-// slice points into the block, like Record.Payload.
+// slice points into the block and is capped at its length, like
+// Record.Payload.
 func (h Headers) Lookup(key string) ([]byte, bool) {
 	b := h.b
 	for range h.n {
@@ -92,10 +97,10 @@ func (h Headers) Map() map[string]string {
 func nextHeader(b []byte) (k, v, rest []byte) {
 	kl, n := binary.Uvarint(b)
 	b = b[n:]
-	k, b = b[:kl], b[kl:]
+	k, b = b[:kl:kl], b[kl:]
 	vl, n := binary.Uvarint(b)
 	b = b[n:]
-	return k, b[:vl], b[vl:]
+	return k, b[:vl:vl], b[vl:]
 }
 
 // AppendHeaders appends the encoding of h (its count, then the pairs sorted by
@@ -213,60 +218,4 @@ func uvarintLen(v uint64) int {
 		n++
 	}
 	return n
-}
-
-// parsedRecord is one record's place in a raw block.
-type parsedRecord struct {
-	delta   int64
-	nh      int
-	hdr     []byte
-	payload []byte
-}
-
-// parseRecord decodes the record at the start of b, checking every length
-// against the bytes that remain. It never allocates.
-func parseRecord(b []byte) (rec parsedRecord, rest []byte, err error) {
-	bodyLen, n := binary.Uvarint(b)
-	if n <= 0 {
-		return rec, nil, fmt.Errorf("record length: bad varint")
-	}
-	b = b[n:]
-	if bodyLen > uint64(len(b)) {
-		return rec, nil, fmt.Errorf("record length %d exceeds the %d bytes left in the block", bodyLen, len(b))
-	}
-	if bodyLen > MaxRecordSize+binary.MaxVarintLen64 {
-		return rec, nil, fmt.Errorf("record length %d exceeds the cap %d", bodyLen, MaxRecordSize)
-	}
-	body, rest := b[:bodyLen], b[bodyLen:]
-	d, n := binary.Varint(body)
-	if n <= 0 {
-		return rec, nil, fmt.Errorf("record time: bad varint")
-	}
-	body = body[n:]
-	nh, n := binary.Uvarint(body)
-	if n <= 0 {
-		return rec, nil, fmt.Errorf("header count: bad varint")
-	}
-	body = body[n:]
-	// Every header takes at least two bytes.
-	if nh > uint64(len(body))/2 {
-		return rec, nil, fmt.Errorf("header count %d exceeds the %d bytes of the record", nh, len(body))
-	}
-	hb := body
-	for i := range int(nh) {
-		for range 2 { // key, then value
-			l, n := binary.Uvarint(body)
-			if n <= 0 || l > uint64(len(body)-n) {
-				return rec, nil, fmt.Errorf("header %d: length exceeds the record", i)
-			}
-			body = body[n+int(l):]
-		}
-	}
-	rec = parsedRecord{
-		delta:   d,
-		nh:      int(nh),
-		hdr:     hb[:len(hb)-len(body)],
-		payload: body,
-	}
-	return rec, rest, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -225,7 +226,7 @@ func (w *Writer) Flush() error {
 
 func (w *Writer) flushBlock() error {
 	if w.comp == nil {
-		c, err := NewCompressor(w.hdr.Codec, w.opts.Level)
+		c, err := getCompressor(w.hdr.Codec, w.opts.Level)
 		if err != nil {
 			return err
 		}
@@ -254,7 +255,36 @@ func (w *Writer) Close() error {
 	}
 	w.off += int64(len(b))
 	w.closed = true
+	if w.comp != nil {
+		putCompressor(w.comp)
+		w.comp = nil
+	}
 	return nil
+}
+
+// compressorKey names the Compressors a pool of compressorPools holds.
+type compressorKey struct {
+	codec Codec
+	level int
+}
+
+// compressorPools keeps the Compressors of closed Writers for the next ones,
+// by codec and level: a zstd encoder's tables take longer to set up than a
+// small segment takes to compress.
+var compressorPools sync.Map // compressorKey -> *sync.Pool
+
+func getCompressor(codec Codec, level int) (*Compressor, error) {
+	if p, ok := compressorPools.Load(compressorKey{codec, level}); ok {
+		if c, _ := p.(*sync.Pool).Get().(*Compressor); c != nil {
+			return c, nil
+		}
+	}
+	return NewCompressor(codec, level)
+}
+
+func putCompressor(c *Compressor) {
+	p, _ := compressorPools.LoadOrStore(compressorKey{c.codec, c.level}, new(sync.Pool))
+	p.(*sync.Pool).Put(c)
 }
 
 // appendFooter appends footer and trailer.

@@ -11,6 +11,14 @@
 // use the server named by the DLQDUMP_S3_* variables (scripts/versitygw.sh
 // prints them), or start versitygw themselves (installing it under CI), and
 // are reported as not run, outside CI only, when there is none.
+//
+// The dump fault enumeration (package internal/faults/dumpfaults, the code
+// TestFaultsDump runs on a sample) runs every fault point of every dump
+// scenario and writes its tables into a block of the report. With -only and
+// -out, the rows and blocks of the sections run replace theirs in the
+// existing file and the rest of it is kept:
+//
+//	go run ./cmd/dlqdump-reliability -only enumeration -out docs/RELIABILITY.md
 package main
 
 import (
@@ -22,6 +30,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dlqdump/dlqdump/internal/faults/dumpfaults"
 )
 
 type options struct {
@@ -31,6 +41,15 @@ type options struct {
 	short    bool
 	only     string
 	verbose  bool
+
+	blocks []block // written after the table, in order
+}
+
+// block is a part of the Markdown report with a heading of its own, between
+// markers so that a later run of its section can replace it.
+type block struct {
+	name string
+	text string
 }
 
 // result is one line of the report.
@@ -45,6 +64,9 @@ type result struct {
 func main() {
 	if mode := os.Getenv("DLQDUMP_RELIABILITY_CHILD"); mode != "" {
 		os.Exit(runChild(mode))
+	}
+	if dumpfaults.IsChild() {
+		os.Exit(dumpfaults.ChildMain())
 	}
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 30, "SIGKILL rounds in each crash loop")
@@ -68,6 +90,7 @@ func main() {
 		{"corruption sweep", corruptionSweep},
 		{"disk full", diskFull},
 		{"s3 faults", s3Faults},
+		{"dump fault enumeration", faultsDump},
 		{"fuzzing", fuzzing},
 	}
 	var all []result
@@ -84,13 +107,10 @@ func main() {
 	}
 	report(os.Stdout, all, &o, time.Since(start), false)
 	if o.out != "" {
-		f, err := os.Create(o.out)
-		if err != nil {
+		if err := writeReport(all, &o, time.Since(start)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		report(f, all, &o, time.Since(start), true)
-		f.Close()
 	}
 	for _, r := range all {
 		if !r.ok {
@@ -117,6 +137,9 @@ func report(w io.Writer, rs []result, o *options, took time.Duration, markdown b
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.section, r.figures, r.bound, verdict(r), r.note)
 		}
 		fmt.Fprintln(w, "\nSee the sections of cmd/dlqdump-reliability for what each check does.")
+		for _, b := range o.blocks {
+			fmt.Fprintf(w, "\n%s", b.marked())
+		}
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

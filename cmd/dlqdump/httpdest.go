@@ -19,10 +19,13 @@ import (
 const maxRetryAfter = time.Minute
 
 // httpDest POSTs each restored record to a URL: the payload as the body,
-// the headers as X-Dlq-KEY request headers. It retries 408, 425, 429, 5xx
-// and connection errors with exponential backoff and full jitter, up to
-// maxAttempts; its Enqueue returns an error only for a record that is
-// refused for good, which the Restorer then quarantines.
+// the headers as X-Dlq-KEY request headers. Only a 2xx answer to that POST
+// is a delivery: redirects are not followed (a client following a 301, 302
+// or 303 re-sends a GET without the body, and its 200 would count a record
+// nobody received), a 3xx answer is a refusal naming its Location. It
+// retries 408, 425, 429, 5xx and connection errors with exponential backoff
+// and full jitter, up to maxAttempts; its Enqueue returns an error only for
+// a record that is refused for good, which the Restorer then quarantines.
 type httpDest struct {
 	ctx         context.Context
 	client      *http.Client
@@ -40,8 +43,10 @@ func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 16
 	return &httpDest{
-		ctx:         ctx,
-		client:      &http.Client{Transport: tr},
+		ctx: ctx,
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // the 3xx itself is the answer
+		}},
 		url:         url,
 		contentType: f.contentType,
 		maxAttempts: f.maxAttempts,
@@ -108,6 +113,18 @@ func (d *httpDest) post(payload []byte, headers map[string]string) (retry bool, 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return false, 0, nil
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Not followed: the record was not delivered, whatever the
+		// redirect's target would answer.
+		loc := resp.Header.Get("Location")
+		if u, err := resp.Location(); err == nil {
+			loc = u.String()
+		}
+		if loc == "" {
+			loc = "(none)"
+		}
+		return false, 0, fmt.Errorf("%s, Location %s: a redirect is not a delivery (give --to the URL that accepts the POST itself)", resp.Status, loc)
 	}
 	err = fmt.Errorf("%s", resp.Status)
 	if s := strings.TrimSpace(string(snippet)); s != "" && printable([]byte(s)) {

@@ -224,3 +224,104 @@ func areasFlag(fl *pflag.FlagSet, value string, names []string, def string) ([]d
 
 // isNotFound reports whether err says a segment is missing.
 func isNotFound(err error) bool { return errors.Is(err, dlqdump.ErrNotFound) }
+
+// overlaps reports whether the locations l and o share storage, so that
+// writing into one changes the other: the same directory or one inside
+// the other, or the same bucket with one prefix starting with the other
+// (an area of a location lies inside it: DIR/quarantine,
+// s3://B/P/quarantine/). Directories are compared as cleaned absolute
+// paths with symbolic links resolved, and by identity (os.SameFile) of
+// every existing directory on the way up, which also catches bind mounts
+// and other names of the same directory. A directory that does not exist
+// yet is compared through its nearest existing parent. why says how o
+// relates to l: "is the same directory as", "is inside", "contains".
+func (l *location) overlaps(o *location) (why string, overlap bool, err error) {
+	switch {
+	case l.isS3() != o.isS3():
+		return "", false, nil
+	case l.isS3():
+		if l.bucket != o.bucket {
+			return "", false, nil
+		}
+		switch {
+		case l.prefix == o.prefix:
+			return "is the same prefix as", true, nil
+		case strings.HasPrefix(o.prefix, l.prefix):
+			return "is inside", true, nil
+		case strings.HasPrefix(l.prefix, o.prefix):
+			return "contains", true, nil
+		}
+		return "", false, nil
+	}
+	lp, err := realPath(l.dir)
+	if err != nil {
+		return "", false, err
+	}
+	op, err := realPath(o.dir)
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case lp == op:
+		return "is the same directory as", true, nil
+	case pathWithin(op, lp):
+		return "is inside", true, nil
+	case pathWithin(lp, op):
+		return "contains", true, nil
+	}
+	// Other names of the same directories (bind mounts, hard-linked or
+	// renamed parents): compare each existing directory up the way.
+	lst, lerr := os.Stat(l.dir)
+	ost, oerr := os.Stat(o.dir)
+	if lerr == nil && oerr == nil && os.SameFile(lst, ost) {
+		return "is the same directory as", true, nil
+	}
+	if lerr == nil && dirWithin(op, lst) {
+		return "is inside", true, nil
+	}
+	if oerr == nil && dirWithin(lp, ost) {
+		return "contains", true, nil
+	}
+	return "", false, nil
+}
+
+// realPath returns the absolute, cleaned path of p with symbolic links
+// resolved in its longest existing part (the rest does not exist yet).
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("location %s: %w", p, err)
+	}
+	var rest []string
+	for cur := abs; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs, nil
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+		cur = parent
+	}
+}
+
+// pathWithin reports whether the cleaned absolute path p lies strictly
+// inside dir.
+func pathWithin(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// dirWithin reports whether one of the existing strict parents of the
+// absolute path p is the directory described by dir.
+func dirWithin(p string, dir os.FileInfo) bool {
+	for cur := filepath.Dir(p); ; cur = filepath.Dir(cur) {
+		if st, err := os.Stat(cur); err == nil && os.SameFile(st, dir) {
+			return true
+		}
+		if filepath.Dir(cur) == cur {
+			return false
+		}
+	}
+}

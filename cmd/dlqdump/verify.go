@@ -37,7 +37,10 @@ found. --quiet prints only the damaged segments.
 --salvage DIR writes the intact records of each damaged segment (whose header
 is readable) into a new sealed segment of the same name in the location DIR
 (a directory or s3://BUCKET/PREFIX), ready to be inspected, verified and
-restored from there. The damaged segment itself is left as it is.`,
+restored from there. The damaged segment itself is left as it is. DIR must
+lie outside the location verified and not contain it (not its quarantine or
+archive area, not an overlapping S3 prefix): the salvaged segments are
+ready to restore, and records restored already would be delivered again.`,
 		Example: `  dlqdump verify /var/lib/app/dlq
   dlqdump verify /var/lib/app/dlq --salvage /var/tmp/salvaged && dlqdump ls /var/tmp/salvaged`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
@@ -55,8 +58,17 @@ restored from there. The damaged segment itself is left as it is.`,
 				if dst, err = a.open(salvage, false); err != nil {
 					return err
 				}
-				if !dst.isS3() && !l.isS3() && sameDir(dst.dir, l.dir) {
-					return usageErrorf("--salvage %s: choose another location than the one verified", salvage)
+				// Salvaged segments are published as ready: inside the
+				// location verified (its own ready, quarantine or archive
+				// area) they would be restored again, delivering records
+				// that were delivered already.
+				why, overlap, err := l.overlaps(dst)
+				if err != nil {
+					return err
+				}
+				if overlap {
+					return usageErrorf("--salvage %s %s the location verified (%s): salvaged segments are published there as ready and would be restored again, delivering records twice; choose a location outside it",
+						salvage, why, l)
 				}
 			}
 			infos, err := a.list(l, areas, args[1:])

@@ -1,0 +1,188 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+)
+
+// ErrInjected is wrapped by every failure an Injector makes up.
+var ErrInjected = errors.New("faults: injected failure")
+
+// Error is the failure an Injector returns for the call at Point.
+type Error struct {
+	Point Point
+}
+
+// Error names the point and says whether the call took effect.
+func (e *Error) Error() string {
+	return fmt.Sprintf("faults: injected failure of %s (%s)", e.Point, e.Point.Mode.Describe())
+}
+
+// Unwrap returns ErrInjected.
+func (e *Error) Unwrap() error { return ErrInjected }
+
+// Event is one call an Injector saw, reported to Injector.Observe when it
+// returns.
+type Event struct {
+	Op Op
+	K  int // the call's number among Op's calls, from 1
+	// Fault is the point that hit this call, nil for a call left alone.
+	Fault *Point
+	// Err is what the call returned (an *Error for a fault).
+	Err error
+}
+
+// Injector counts calls per Op and makes the calls at its points fail. It is
+// safe for concurrent use. A nil *Injector counts nothing and passes every
+// call through.
+type Injector struct {
+	// Observe, when set, is called after every call, outside the
+	// Injector's lock. Set it before the first call.
+	Observe func(Event)
+	// OnFire, when set, is called when a fault hits, before the call fails,
+	// hangs or the process ends. Set it before the first call.
+	OnFire func(Point)
+	// Kill ends the process for Crash and CrashAfter; it must not return.
+	// Default: the process kills itself (SIGKILL on Unix), so nothing is
+	// flushed or cleaned up.
+	Kill func(Point)
+
+	points  []Point
+	release chan struct{}
+
+	mu     sync.Mutex
+	calls  map[Op]int
+	fired  []Point
+	closed bool // released
+}
+
+// New returns an Injector that hits the given points; with none it only
+// counts.
+func New(points ...Point) *Injector {
+	return &Injector{points: points, calls: map[Op]int{}, release: make(chan struct{})}
+}
+
+// Counts returns how many calls of each Op were seen so far.
+func (in *Injector) Counts() Counts {
+	if in == nil {
+		return Counts{}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.calls)
+}
+
+// Fired returns the points that hit a call so far.
+func (in *Injector) Fired() []Point {
+	if in == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]Point(nil), in.fired...)
+}
+
+// Release lets stalled calls go on (and fail without effect), now and from
+// now on. It may be called more than once.
+func (in *Injector) Release() {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.closed {
+		in.closed = true
+		close(in.release)
+	}
+}
+
+// next counts a call of op and returns its number and the point hitting it.
+func (in *Injector) next(op Op) (int, *Point) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.calls[op]++
+	k := in.calls[op]
+	for i := range in.points {
+		if p := in.points[i]; p.Op == op && p.K == k {
+			in.fired = append(in.fired, p)
+			return k, &p
+		}
+	}
+	return k, nil
+}
+
+func (in *Injector) kill(p Point) {
+	if in.Kill != nil {
+		in.Kill(p)
+	}
+	if proc, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = proc.Kill()
+	}
+	select {} // the signal is on its way
+}
+
+// Do makes fn the next call of op, under the plan. ctx, which may be nil,
+// ends a Stall early.
+func (in *Injector) Do(ctx context.Context, op Op, fn func() error) error {
+	_, err := Call(ctx, in, op, func() (struct{}, error) { return struct{}{}, fn() }, nil)
+	return err
+}
+
+// Call makes fn the next call of op, under in's plan, and returns its result.
+// For a Lost fault fn's result is handed to discard (when not nil), which
+// drops it as a caller that never got the answer would, and the zero T is
+// returned with the failure. ctx, which may be nil, ends a Stall early.
+func Call[T any](ctx context.Context, in *Injector, op Op, fn func() (T, error), discard func(T)) (T, error) {
+	if in == nil {
+		return fn()
+	}
+	k, p := in.next(op)
+	if p == nil {
+		v, err := fn()
+		in.observe(Event{Op: op, K: k, Err: err})
+		return v, err
+	}
+	if in.OnFire != nil {
+		in.OnFire(*p)
+	}
+	var zero T
+	fault := &Error{Point: *p}
+	switch p.Mode {
+	case Crash:
+		in.kill(*p)
+	case CrashAfter:
+		_, _ = fn()
+		in.kill(*p)
+	case Lost:
+		v, err := fn()
+		if err != nil {
+			// The call failed by itself: the fault changes nothing.
+			in.observe(Event{Op: op, K: k, Fault: p, Err: err})
+			return v, err
+		}
+		if discard != nil {
+			discard(v)
+		}
+	case Stall:
+		var done <-chan struct{}
+		if ctx != nil {
+			done = ctx.Done()
+		}
+		select {
+		case <-in.release:
+		case <-done:
+		}
+	}
+	in.observe(Event{Op: op, K: k, Fault: p, Err: fault})
+	return zero, fault
+}
+
+func (in *Injector) observe(e Event) {
+	if in.Observe != nil {
+		in.Observe(e)
+	}
+}
