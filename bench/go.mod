@@ -37,6 +37,7 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/tools v0.36.0 // indirect
 )
 

@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	dfs "github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // childScaleItems dumps s.N items into a fresh directory and restores them,
@@ -149,19 +152,23 @@ func childScaleSegments(s *spec, ds *dataSet) (*result, error) {
 
 	// Claim and release segments spread over the listing.
 	m := min(s.Segments, maxSampled)
-	var claims []time.Duration
+	var claimTimes []time.Duration
+	claimer, err := claims.NewClaimer(rd, "bench", time.Minute, nil)
+	if err != nil {
+		return nil, err
+	}
 	for i := range m {
 		start := time.Now()
-		c, err := rd.Claim(ctx, names[i*s.Segments/m], "bench", time.Minute)
+		c, err := claimer.Claim(ctx, names[i*s.Segments/m])
 		if err != nil {
 			return nil, err
 		}
 		if err := c.Release(ctx); err != nil {
 			return nil, err
 		}
-		claims = append(claims, time.Since(start))
+		claimTimes = append(claimTimes, time.Since(start))
 	}
-	p.Claim = median(claims)
+	p.Claim = median(claimTimes)
 	p.Claimed = m
 
 	// Restore the oldest m segments in one pass, timing each from its Claim
@@ -192,30 +199,35 @@ func childScaleSegments(s *spec, ds *dataSet) (*result, error) {
 	return &res, nil
 }
 
-// timedReader is an fs.Reader that times each segment restored, from its
-// Claim to its Complete.
+// timedReader is an fs.Reader that times each segment restored, from the
+// first read of its claim record to its deletion.
 type timedReader struct {
 	*dfs.Reader
+	mu       sync.Mutex
+	started  map[string]time.Time
 	restores []time.Duration
 }
 
-func (t *timedReader) Claim(ctx context.Context, name, owner string, lease time.Duration) (dlqdump.Claim, error) {
-	start := time.Now()
-	c, err := t.Reader.Claim(ctx, name, owner, lease)
-	if err != nil {
-		return nil, err
+func (t *timedReader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	t.mu.Lock()
+	if t.started == nil {
+		t.started = map[string]time.Time{}
 	}
-	return &timedClaim{Claim: c, start: start, t: t}, nil
+	if _, ok := t.started[name]; !ok {
+		t.started[name] = time.Now()
+	}
+	t.mu.Unlock()
+	return t.Reader.ReadRecord(ctx, name)
 }
 
-type timedClaim struct {
-	dlqdump.Claim
-	start time.Time
-	t     *timedReader
-}
-
-func (c *timedClaim) Complete(ctx context.Context, archive bool) error {
-	err := c.Claim.Complete(ctx, archive)
-	c.t.restores = append(c.t.restores, time.Since(c.start))
+func (t *timedReader) Delete(ctx context.Context, area sink.Area, name string) error {
+	err := t.Reader.Delete(ctx, area, name)
+	if area == sink.AreaReady {
+		t.mu.Lock()
+		if start, ok := t.started[name]; ok {
+			t.restores = append(t.restores, time.Since(start))
+		}
+		t.mu.Unlock()
+	}
 	return err
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/claims"
 	dlqprom "github.com/dlqdump/dlqdump/metrics/prometheus"
 	"github.com/dlqdump/dlqdump/segment"
+	dsink "github.com/dlqdump/dlqdump/sink"
 )
 
 // counters are cumulative over the life of the process (all scenes).
@@ -131,7 +133,11 @@ func NewApp(opts AppOptions) (*App, error) {
 	if err := a.registerMetrics(); err != nil {
 		return nil, err
 	}
-	a.segs = &segmentLister{rd: a.sink.reader, cache: map[string]uint64{}}
+	cl, err := claims.NewClaimer(a.sink.reader, "demo-dashboard", 30*time.Second, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.segs = &segmentLister{rd: a.sink.reader, cl: cl, cache: map[string]uint64{}}
 	a.quar = &quarantineScanner{rd: a.sink.reader, st: a.store, seen: map[string]bool{}}
 	// What is in quarantine already (an earlier run in -dir) is not ours.
 	a.quar.scan(context.Background())
@@ -509,6 +515,7 @@ type segmentRow struct {
 // from its footer once (segments do not change once published).
 type segmentLister struct {
 	rd    dlqdump.Reader
+	cl    *claims.Claimer // reads claim records, never claims
 	mu    sync.Mutex
 	cache map[string]uint64
 
@@ -547,14 +554,23 @@ func (l *segmentLister) counts(ctx context.Context) (ready, quarantined int) {
 
 func (l *segmentLister) list(ctx context.Context, n int) ([]segmentRow, error) {
 	var rows []segmentRow
-	now := time.Now()
-	for _, area := range []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine} {
+	records := map[string]bool{}
+	for name, err := range l.rd.RecordNames(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		records[name] = true
+	}
+	for _, area := range []dsink.Area{dsink.AreaReady, dsink.AreaQuarantine} {
 		for si, err := range l.rd.List(ctx, area) {
 			if err != nil {
 				return nil, err
 			}
-			rows = append(rows, segmentRow{Name: si.Name, Area: area.String(), Size: si.Size, Modified: si.Modified,
-				Claimed: si.Claim != nil && si.Claim.Expires.After(now), Reason: si.Reason})
+			row := segmentRow{Name: si.Name, Area: area.String(), Size: si.Size, Modified: si.Modified, Reason: si.Reason}
+			if area == dsink.AreaReady && records[si.Name] {
+				_, row.Claimed, _ = l.cl.Inspect(ctx, si.Name)
+			}
+			rows = append(rows, row)
 		}
 	}
 	slices.SortFunc(rows, func(a, b segmentRow) int { return -compareStrings(a.Name, b.Name) })
@@ -569,7 +585,7 @@ func (l *segmentLister) list(ctx context.Context, n int) ([]segmentRow, error) {
 			rows[i].Records = c
 			continue
 		}
-		area, _ := dlqdump.ParseArea(rows[i].Area)
+		area, _ := dsink.ParseArea(rows[i].Area)
 		if c, ok := footerRecords(ctx, l.rd, area, rows[i].Name); ok {
 			l.cache[key] = c
 			rows[i].Records = c

@@ -41,13 +41,13 @@ func ExampleNew() {
 
 	mw.Dump(512)
 	mw.Pending(512)
-	mw.Restore(500)
+	mw.Restore(200, 51200)
 	mw.Retry()
-	mw.Source(3, 90*time.Second)
+	mw.Source(3, 1, 0, 90*time.Second)
 	// Output:
 	// level=DEBUG msg="dlqdump record dumped" size=512
 	// level=DEBUG msg="dlqdump pending bytes" bytes=512
-	// level=DEBUG msg="dlqdump record restored" size=500
+	// level=DEBUG msg="dlqdump record restored" records=200 size=51200
 	// level=DEBUG msg="dlqdump record retried"
-	// level=DEBUG msg="dlqdump source state" ready=3 oldest=1m30s
+	// level=DEBUG msg="dlqdump source state" ready=3 claimed=1 quarantined=0 oldest=1m30s
 }

@@ -39,22 +39,22 @@ func TestLevelsAndFields(t *testing.T) {
 	w.Dump(100)
 	w.Flush(dlqdump.FlushSize, 3, 4096, 1500*time.Millisecond)
 	w.Pending(777)
-	w.Restore(60)
+	w.Restore(1, 60)
 	w.Retry()
 	w.Quarantine("damaged", 2)
 	w.Fail("write")
-	w.Source(4, 90*time.Second)
+	w.Source(4, 0, 0, 90*time.Second)
 
 	got := decode(t, &buf)
 	want := []map[string]any{
 		{"level": "DEBUG", "msg": MsgDump, "queue": "orders", "size": 100.0},
 		{"level": "INFO", "msg": MsgFlush, "queue": "orders", "reason": "size", "records": 3.0, "size": 4096.0, "took": float64(1500 * time.Millisecond)},
 		{"level": "DEBUG", "msg": MsgPending, "queue": "orders", "bytes": 777.0},
-		{"level": "DEBUG", "msg": MsgRestore, "queue": "orders", "size": 60.0},
+		{"level": "DEBUG", "msg": MsgRestore, "queue": "orders", "records": 1.0, "size": 60.0},
 		{"level": "DEBUG", "msg": MsgRetry, "queue": "orders"},
 		{"level": "INFO", "msg": MsgQuarantine, "queue": "orders", "reason": "damaged", "records": 2.0},
 		{"level": "WARN", "msg": MsgFail, "queue": "orders", "reason": "write"},
-		{"level": "DEBUG", "msg": MsgSource, "queue": "orders", "ready": 4.0, "oldest": float64(90 * time.Second)},
+		{"level": "DEBUG", "msg": MsgSource, "queue": "orders", "ready": 4.0, "claimed": 0.0, "quarantined": 0.0, "oldest": float64(90 * time.Second)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d records, want %d:\n%s", len(got), len(want), buf.String())
@@ -70,10 +70,10 @@ func TestInfoLevelDropsPerRecordEvents(t *testing.T) {
 	var buf bytes.Buffer
 	w := New(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	w.Dump(1)
-	w.Restore(1)
+	w.Restore(1, 1)
 	w.Retry()
 	w.Pending(1)
-	w.Source(1, time.Second)
+	w.Source(1, 0, 0, time.Second)
 	if buf.Len() != 0 {
 		t.Fatalf("Debug events logged at Info:\n%s", buf.String())
 	}
@@ -116,10 +116,10 @@ func TestDisabledDebugIsCheap(t *testing.T) {
 	w := New(slog.New(h))
 	for name, f := range map[string]func(){
 		"Dump":    func() { w.Dump(128) },
-		"Restore": func() { w.Restore(128) },
+		"Restore": func() { w.Restore(1, 128) },
 		"Retry":   func() { w.Retry() },
 		"Pending": func() { w.Pending(1) },
-		"Source":  func() { w.Source(1, time.Second) },
+		"Source":  func() { w.Source(1, 0, 0, time.Second) },
 	} {
 		h.enabled.Store(0)
 		if a := testing.AllocsPerRun(100, f); a != 0 {
@@ -152,10 +152,10 @@ func TestOptions(t *testing.T) {
 		nil,              // ignored
 	)
 	w.Dump(1)
-	w.Restore(1)
+	w.Restore(1, 1)
 	w.Retry()
 	w.Pending(1)
-	w.Source(1, 0)
+	w.Source(1, 0, 0, 0)
 	w.Fail("x")
 	if n := h.handled.Load(); n != 6 {
 		t.Fatalf("handled %d records, want 6", n)
@@ -194,7 +194,7 @@ func BenchmarkRestoreDisabled(b *testing.B) {
 	w := New(slog.New(slog.NewJSONHandler(bytes.NewBuffer(nil), &slog.HandlerOptions{Level: slog.LevelInfo})))
 	b.ReportAllocs()
 	for b.Loop() {
-		w.Restore(256)
+		w.Restore(1, 256)
 	}
 }
 

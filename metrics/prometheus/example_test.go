@@ -59,9 +59,9 @@ func ExampleNew() {
 	fmt.Println("same queue again:", err)
 	c, _ := dlqprom.New(reg, "payments")
 
-	a.Restore(10)
-	b.Restore(10)
-	c.Restore(10)
+	a.Restore(1, 10)
+	b.Restore(1, 10)
+	c.Restore(1, 10)
 
 	out, _ := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, dlqprom.MetricRestoredRecords)
 	fmt.Print(string(out))

@@ -34,11 +34,11 @@ func exercise(w *Writer) {
 	w.Flush(dlqdump.FlushSize, 2, 4096, 3*time.Millisecond)
 	w.Flush(dlqdump.FlushInterval, 1, 1024, 2*time.Second)
 	w.Pending(1234)
-	w.Restore(70)
+	w.Restore(1, 70)
 	w.Retry()
 	w.Quarantine("damaged", 3)
 	w.Fail("write")
-	w.Source(4, 90*time.Second)
+	w.Source(4, 1, 2, 90*time.Second)
 }
 
 func eq(t *testing.T, name string, got, want float64) {
@@ -70,8 +70,8 @@ func TestEachMethodMovesItsMetric(t *testing.T) {
 	w.Pending(0)
 	eq(t, "pending", testutil.ToFloat64(w.pending), 0)
 
-	w.Restore(40)
-	w.Restore(2)
+	w.Restore(1, 40)
+	w.Restore(1, 2)
 	eq(t, "restored records", testutil.ToFloat64(w.restoredRecords), 2)
 	eq(t, "restored bytes", testutil.ToFloat64(w.restoredBytes), 42)
 
@@ -92,10 +92,10 @@ func TestEachMethodMovesItsMetric(t *testing.T) {
 	eq(t, "failures write", testutil.ToFloat64(w.failures.get("write")), 2)
 	eq(t, "failures encode", testutil.ToFloat64(w.failures.get("encode")), 1)
 
-	w.Source(3, 1500*time.Millisecond)
+	w.Source(3, 0, 0, 1500*time.Millisecond)
 	eq(t, "ready", testutil.ToFloat64(w.ready), 3)
 	eq(t, "oldest", testutil.ToFloat64(w.oldest), 1.5)
-	w.Source(0, 0)
+	w.Source(0, 0, 0, 0)
 	eq(t, "ready", testutil.ToFloat64(w.ready), 0)
 	eq(t, "oldest", testutil.ToFloat64(w.oldest), 0)
 
@@ -110,6 +110,9 @@ func TestExposition(t *testing.T) {
 	exercise(w)
 
 	const want = `
+# HELP dlqdump_claimed_segments Ready segments held by a live restore claim, refreshed every check interval.
+# TYPE dlqdump_claimed_segments gauge
+dlqdump_claimed_segments{queue="orders"} 1
 # HELP dlqdump_dumped_bytes_total Encoded bytes of the records accepted by the queue.
 # TYPE dlqdump_dumped_bytes_total counter
 dlqdump_dumped_bytes_total{queue="orders"} 150
@@ -148,7 +151,7 @@ dlqdump_flushed_segments_total{queue="orders",reason="flush"} 0
 dlqdump_flushed_segments_total{queue="orders",reason="interval"} 1
 dlqdump_flushed_segments_total{queue="orders",reason="recover"} 0
 dlqdump_flushed_segments_total{queue="orders",reason="size"} 1
-# HELP dlqdump_oldest_ready_record_age_seconds Age of the oldest ready record, after the last restore pass.
+# HELP dlqdump_oldest_ready_record_age_seconds Age of the oldest ready record, refreshed every check interval.
 # TYPE dlqdump_oldest_ready_record_age_seconds gauge
 dlqdump_oldest_ready_record_age_seconds{queue="orders"} 90
 # HELP dlqdump_pending_bytes Bytes accepted by the queue and not yet written to a segment.
@@ -157,7 +160,10 @@ dlqdump_pending_bytes{queue="orders"} 1234
 # HELP dlqdump_quarantined_records_total Records moved to quarantine, by reason.
 # TYPE dlqdump_quarantined_records_total counter
 dlqdump_quarantined_records_total{queue="orders",reason="damaged"} 3
-# HELP dlqdump_ready_segments Segments ready to be restored, after the last restore pass.
+# HELP dlqdump_quarantined_segments Segments in quarantine, refreshed every check interval.
+# TYPE dlqdump_quarantined_segments gauge
+dlqdump_quarantined_segments{queue="orders"} 2
+# HELP dlqdump_ready_segments Segments ready to be restored, refreshed every check interval.
 # TYPE dlqdump_ready_segments gauge
 dlqdump_ready_segments{queue="orders"} 4
 # HELP dlqdump_restored_bytes_total Payload bytes of the records delivered to the destination.
@@ -173,8 +179,8 @@ dlqdump_retries_total{queue="orders"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 17 {
-		t.Fatalf("series = %d, %v; want 17", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 19 {
+		t.Fatalf("series = %d, %v; want 19", n, err)
 	}
 }
 
@@ -184,7 +190,7 @@ var allMetrics = []string{
 	MetricFlushedBytes, MetricFlushDuration, MetricPendingBytes,
 	MetricRestoredRecords, MetricRestoredBytes, MetricRetries,
 	MetricQuarantined, MetricFailures, MetricReadySegments,
-	MetricOldestReadyRecord,
+	MetricOldestReadyRecord, MetricClaimedSegments, MetricQuarSegments,
 }
 
 func TestPromlint(t *testing.T) {
@@ -421,7 +427,7 @@ func TestConcurrentUse(t *testing.T) {
 			reasons := []string{"write", "sync", "commit", "encode"}
 			for i := range n {
 				w.Dump(1)
-				w.Restore(2)
+				w.Restore(1, 2)
 				w.Fail(reasons[(g+i)%len(reasons)])
 				w.Quarantine(reasons[i%len(reasons)], 1)
 				w.Pending(int64(i))
@@ -444,13 +450,13 @@ func TestHotPathAllocs(t *testing.T) {
 	w.Quarantine("damaged", 1)
 	for name, f := range map[string]func(){
 		"Dump":       func() { w.Dump(128) },
-		"Restore":    func() { w.Restore(128) },
+		"Restore":    func() { w.Restore(1, 128) },
 		"Retry":      func() { w.Retry() },
 		"Pending":    func() { w.Pending(1 << 20) },
 		"Flush":      func() { w.Flush(dlqdump.FlushSize, 10, 4096, time.Millisecond) },
 		"Fail":       func() { w.Fail("write") },
 		"Quarantine": func() { w.Quarantine("damaged", 1) },
-		"Source":     func() { w.Source(3, time.Second) },
+		"Source":     func() { w.Source(3, 0, 0, time.Second) },
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s allocates %v times per call", name, a)
@@ -480,7 +486,7 @@ func BenchmarkRestore(b *testing.B) {
 	w := newWriter(b, prom.NewRegistry(), "orders")
 	b.ReportAllocs()
 	for b.Loop() {
-		w.Restore(256)
+		w.Restore(1, 256)
 	}
 }
 
@@ -489,7 +495,7 @@ func BenchmarkRestoreParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			w.Restore(256)
+			w.Restore(1, 256)
 		}
 	})
 }
