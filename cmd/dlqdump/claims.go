@@ -111,14 +111,17 @@ func (v *claimView) skip(seq uint64) bool {
 	return true
 }
 
-// note describes the record in one line, for people: records is the
-// segment's record count, known says whether it is.
-func (v *claimView) note(records uint64, known bool) string {
+// note describes the record of a segment in area in one line, for people:
+// records is the segment's record count, known says whether it is.
+func (v *claimView) note(area sink.Area, records uint64, known bool) string {
 	var b strings.Builder
 	switch v.status() {
 	case "held":
 		fmt.Fprintf(&b, "claimed by %s", v.rec.Owner)
 	case "quarantined":
+		if area == sink.AreaReady {
+			b.WriteString("released from quarantine; ")
+		}
 		fmt.Fprintf(&b, "quarantined by %s", v.rec.Owner)
 	default:
 		fmt.Fprintf(&b, "released by %s", v.rec.Owner)

@@ -242,8 +242,15 @@ func runChild(t *testing.T, env, args []string, at int, sig string, started func
 	case err == nil:
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
-		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
-			r.killed = true
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			switch st.Signal() {
+			case syscall.SIGKILL:
+				r.killed = true
+			case syscall.SIGINT:
+				// Interrupted as the command ended, after it stopped
+				// handling signals: what a shell reports as 130.
+				r.code = exitInterrupted
+			}
 		}
 	default:
 		t.Fatalf("child %v: %v", args, err)

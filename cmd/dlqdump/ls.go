@@ -209,7 +209,7 @@ func (s *summary) note() string {
 		parts = append(parts, "unsealed")
 	}
 	if s.claim != nil {
-		parts = append(parts, s.claim.note(s.records, s.read))
+		parts = append(parts, s.claim.note(s.info.Area, s.records, s.read))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -54,6 +54,9 @@ func TestQuarantinePartlyDelivered(t *testing.T) {
 
 	// Released and restored again: nothing is delivered twice.
 	cli(t, 0, "quarantine", "release", dir, segA.name())
+	if r := cli(t, 0, "ls", dir, segA.name()); !strings.Contains(r.stdout, "released from quarantine; quarantined by dlqdump-cli@") {
+		t.Errorf("ls of A released: %s", r)
+	}
 	cli(t, -1, "restore", dir, "--to", tg.URL)
 	for p, n := range tg.deliveredNow() {
 		if n != 1 {
