@@ -10,16 +10,10 @@ import (
 // TestRestoreKilledAfterSideSegment kills a restore right after it
 // published a side segment (the quarantine segment of a refused record),
 // before its progress says so, and runs it again: the run again writes that
-// side segment again, finds it published (sink.ErrExist) and goes on, which
-// is right, but leaves the temporary file of its second copy
-// (".NAME.dlq.part" in the quarantine directory) behind until the next
-// restore recovers the directory.
-//
-// It fails today: the bug is in the root package, restore_sides.go,
-// segRun.writeSide, which on sink.ErrExist from Commit sets err to nil and so
-// never calls sw.Abort(), the only thing that removes the writer's ".part"
-// file (fs.partFile.Commit leaves it in place when the rename is refused).
-// The fix is to Abort on that path too.
+// side segment again, finds it published (sink.ErrExist) and goes on, and
+// must not leave the temporary file of its second copy (".NAME.dlq.part" in
+// the quarantine directory) behind. Found by the fault points: the
+// Restorer's writeSide did not Abort on that path (fixed in b31d709).
 func TestRestoreKilledAfterSideSegment(t *testing.T) {
 	fx := restoreScenario(t)
 	base := runChild(t, fx.env, fx.args, 0, "", nil)
