@@ -211,37 +211,50 @@ func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
 }
 
 // readBlocks handles the records from the position on, checkpointing after
-// every block.
+// every block. Blocks are decoded ahead, in parallel, by a segment.Stream.
 func (g *segRun) readBlocks() error {
 	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	blocks, stop := prefetch(g.sr)
-	defer stop()
-	for br := range blocks {
-		if br.err != nil {
-			if br.err == io.EOF { // the bare sentinel: the reader reached the end
-				break
-			}
-			var ce *segment.CorruptError
-			if !errors.As(br.err, &ce) {
-				return br.err
-			}
-			g.damaged(br.err)
-			continue
-		}
-		err := g.block(br.b)
-		br.release()
-		if err != nil {
-			return err
-		}
+	st := segment.NewStream(g.sr, nil)
+	atEnd, err := g.consume(st)
+	_ = st.Close()
+	if err != nil {
+		return err
 	}
-	if !g.sr.AtEnd() {
-		return fmt.Errorf("dlqdump: segment %s: reading stopped at offset %d before the end; not completing it", g.name, g.sr.Pos().Offset)
+	if !atEnd {
+		return fmt.Errorf("dlqdump: segment %s: reading stopped at offset %d before the end; not completing it", g.name, g.prog.Offset)
 	}
-	g.prog.Offset, g.prog.Seq = g.sr.Pos().Offset, g.sr.Pos().Seq
+	end := g.sr.Pos()
+	g.prog.Offset, g.prog.Seq = end.Offset, end.Seq
 	return nil
+}
+
+// consume handles the stream's blocks until its end or an error.
+func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
+	for {
+		b, err := st.Next(g.ctx)
+		if err == io.EOF { // the bare sentinel: the reader reached the end
+			return st.AtEnd(), nil
+		}
+		if err != nil {
+			var ce *segment.CorruptError
+			if errors.As(err, &ce) {
+				g.damaged(err)
+				continue
+			}
+			if g.ctx.Err() != nil && !g.lost() {
+				return false, g.stop(segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}, err)
+			}
+			return false, err
+		}
+		err = g.block(b)
+		b.Release()
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 // damaged records a damaged block: it is skipped, counted in the progress and
@@ -262,8 +275,7 @@ func (g *segRun) damaged(err error) {
 func (g *segRun) block(b *segment.Block) error {
 	defer g.flushCounts()
 	off := b.Info().Offset
-	for i := range b.Len() {
-		rec := b.Record(i)
+	for rec := range b.Records() {
 		if err := g.record(off, &rec); err != nil {
 			if errors.Is(err, errStop) || g.ctx.Err() != nil && !g.lost() {
 				// Stop at this record: it is the next to handle.

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -584,18 +587,23 @@ func TestRestorerConfigErrorsNameTheField(t *testing.T) {
 	}
 }
 
-// Restoring a 1 GiB segment keeps the heap bounded by a few blocks.
-func TestRestoreLargeSegmentHeapBounded(t *testing.T) {
-	if testing.Short() {
-		t.Log("-short: restoring a 128 MiB segment instead of 1 GiB")
+func init() {
+	children["heap-restore"] = heapRestoreChild
+}
+
+// heapRestoreChild dumps DLQDUMP_SIZE bytes of random 16 KiB records into
+// one segment in DLQDUMP_DIR, restores it, and prints the peak heap in use
+// while restoring, in bytes. A process of its own, so that no other test's
+// memory counts.
+func heapRestoreChild() int {
+	size, _ := strconv.ParseInt(os.Getenv("DLQDUMP_SIZE"), 10, 64)
+	dir := os.Getenv("DLQDUMP_DIR")
+	// 16 KiB records of random bytes, stored raw so the file is really that big.
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 2 * dlqdump.Gigabyte, Codec: dlqdump.NoCompression, MaxPending: 8 * dlqdump.Megabyte, EnqueueTimeout: 5 * time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	size := int64(1 << 30)
-	if testing.Short() {
-		size = 128 << 20
-	}
-	dir := t.TempDir()
-	// 16 KiB records of random bytes, stored raw so the file is really 1 GiB.
-	q := newQueue(t, dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 2 * dlqdump.Gigabyte, Codec: dlqdump.NoCompression, MaxPending: 8 * dlqdump.Megabyte, EnqueueTimeout: 5 * time.Minute})
 	rec := make([]byte, 16<<10)
 	rng := rand.New(rand.NewPCG(5, 6))
 	n := int(size / int64(len(rec)))
@@ -607,38 +615,71 @@ func TestRestoreLargeSegmentHeapBounded(t *testing.T) {
 			}
 		}
 		if err := q.Enqueue(rec); err != nil {
-			t.Fatalf("record %d: %v", i, err)
+			fmt.Fprintf(os.Stderr, "record %d: %v\n", i, err)
+			return 1
 		}
 	}
 	if err := q.Close(); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	var count atomic.Int64
-	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: queueFunc(func(any) error { count.Add(1); return nil })})
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},
+		Queue: queueFunc(func(any) error { count.Add(1); return nil })})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	var peak uint64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
 		var ms runtime.MemStats
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapInuse)
 			select {
 			case <-stop:
 				return
-			case <-time.After(20 * time.Millisecond):
+			case <-t.C:
 			}
 		}
 	}()
 	runtime.GC()
 	if err := r.Restore(context.Background()); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	close(stop)
 	<-sampled
 	if count.Load() != int64(n) {
-		t.Fatalf("restored %d of %d", count.Load(), n)
+		fmt.Fprintf(os.Stderr, "restored %d of %d\n", count.Load(), n)
+		return 1
+	}
+	fmt.Println(peak)
+	return 0
+}
+
+// Restoring a 1 GiB segment keeps the heap bounded by a few blocks.
+func TestRestoreLargeSegmentHeapBounded(t *testing.T) {
+	size := int64(1 << 30)
+	if testing.Short() {
+		t.Log("-short: restoring a 128 MiB segment instead of 1 GiB")
+		size = 128 << 20
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=heap-restore", "DLQDUMP_DIR="+t.TempDir(), "DLQDUMP_SIZE="+strconv.FormatInt(size, 10))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("child printed %q", out)
 	}
 	t.Logf("restored %d MiB: peak heap in use %.1f MiB", size>>20, float64(peak)/(1<<20))
 	if peak > 64<<20 {
