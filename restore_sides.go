@@ -77,17 +77,22 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	if err == nil {
 		err = w.Close()
 	}
+	existed := false
 	if err == nil {
 		err = sw.Commit(ctx)
 		if errors.Is(err, sink.ErrExist) {
-			// Published by an earlier, interrupted run: drop this copy.
+			// Published by an earlier, interrupted run (and counted
+			// then): drop this copy.
 			g.r.log.Info("a side segment is there already", slog.String("segment", g.name), slog.String("side", name))
-			err = sw.Abort()
+			err, existed = sw.Abort(), true
 		}
 	}
 	if err != nil {
 		_ = sw.Abort()
 		return fmt.Errorf("%w: write %s segment %s for the records set aside from %s: %w", ErrSink, area, name, g.name, err)
+	}
+	if existed {
+		return nil
 	}
 	g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
 	if area == sink.AreaQuarantine {
