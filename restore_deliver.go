@@ -55,6 +55,10 @@ func (g *segRun) record(blockOffset int64, rec *segment.Record) error {
 func (g *segRun) setAside(blockOffset int64, rec *segment.Record, label, reason string) error {
 	g.prog.Quarantined++
 	g.prog.SetAside(blockOffset, rec.Seq, true, reason)
+	if g.prog.Labels == nil {
+		g.prog.Labels = map[string]uint64{}
+	}
+	g.prog.Labels[label]++
 	g.rep.Quarantined++
 	if g.dry {
 		g.rep.ByReason["quarantine: "+label]++

@@ -378,13 +378,20 @@ func (g *segRun) untouched() bool {
 	return p.Delivered == 0 && p.Quarantined == 0 && p.Sides == 0 && p.Damaged == 0 && p.Skipped > 0
 }
 
-// end finishes the claim.
+// end finishes the claim, and counts in the metrics the records the
+// segment set aside for quarantine: counted from its progress once it is
+// finished, so that work repeated after an interruption is not counted twice.
 func (g *segRun) end(to claims.Destination) error {
 	err := g.keep.Claim().Finish(context.WithoutCancel(g.ctx), to)
-	if err == nil {
-		g.ended = true
+	if err != nil {
+		return err
 	}
-	return err
+	g.ended = true
+	for label, n := range g.prog.Labels {
+		g.r.mw.Quarantine(label, int(n))
+		g.r.quarantined.Add(n)
+	}
+	return nil
 }
 
 // quarantineWhole moves the segment to quarantine with the reason; records
@@ -396,14 +403,17 @@ func (g *segRun) quarantineWhole(label, reason string, records int) error {
 		g.rep.ByReason["quarantine: "+label] += uint64(max(records, 1))
 		return nil
 	}
-	r := g.r
-	r.mw.Quarantine(label, records)
-	r.quarantined.Add(uint64(records))
-	r.log.Warn("quarantining a segment", slog.String("segment", g.name), slog.String("reason", reason))
+	g.r.log.Warn("quarantining a segment", slog.String("segment", g.name), slog.String("reason", reason))
 	if g.prog.Started() && !g.lost() {
 		if err := g.save(true); err != nil {
 			return err
 		}
+	}
+	if records > 0 {
+		if g.prog.Labels == nil {
+			g.prog.Labels = map[string]uint64{}
+		}
+		g.prog.Labels[label] += uint64(records) // counted by end
 	}
 	return g.end(claims.Destination{Area: sink.AreaQuarantine, Reason: reason})
 }

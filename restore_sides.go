@@ -91,15 +91,8 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 		_ = sw.Abort()
 		return fmt.Errorf("%w: write %s segment %s for the records set aside from %s: %w", ErrSink, area, name, g.name, err)
 	}
-	if existed {
-		return nil
-	}
-	g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
-	if area == sink.AreaQuarantine {
-		for label, n := range g.labels(runs) {
-			g.r.mw.Quarantine(label, int(n))
-		}
-		g.r.quarantined.Add(records)
+	if !existed {
+		g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
 	}
 	return nil
 }
@@ -169,26 +162,4 @@ func sideID(h segment.Header, key string) segment.ID {
 	binary.BigEndian.PutUint64(ms[:], uint64(h.Created.UnixMilli()))
 	copy(id[:6], ms[2:])
 	return id
-}
-
-// labels counts quarantined records by metric label.
-func (g *segRun) labels(runs []claims.Aside) map[string]uint64 {
-	m := map[string]uint64{}
-	for _, a := range runs {
-		m[reasonLabel(g.prog.Reason(a))] += a.Records()
-	}
-	return m
-}
-
-// reasonLabel returns the metric label of a quarantine reason.
-func reasonLabel(reason string) string {
-	switch {
-	case strings.HasPrefix(reason, "decode:"):
-		return "decode"
-	case strings.HasPrefix(reason, "refused"):
-		return "refused"
-	case strings.HasPrefix(reason, "replayed"):
-		return "replays"
-	}
-	return "other"
 }

@@ -29,6 +29,9 @@ type Progress struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// Sides counts the side segments written for this segment so far.
 	Sides int `json:"sides,omitempty"`
+	// Labels counts the records set aside for quarantine by why, in short
+	// stable words ("decode", "refused", "replays"), for metrics.
+	Labels map[string]uint64 `json:"labels,omitempty"`
 	// Damaged counts the damaged blocks skipped, and Damage describes the
 	// first.
 	Damaged int    `json:"damaged,omitempty"`
