@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
@@ -41,6 +42,13 @@ type segRun struct {
 
 // stopDeadline bounds the writes that record where a cancelled run stopped.
 const stopDeadline = 5 * time.Second
+
+// Finishing a segment is tried finishAttempts times, within finishDeadline.
+const (
+	finishAttempts  = 4
+	finishRetryBase = 20 * time.Millisecond
+	finishDeadline  = 30 * time.Second
+)
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
 // restores it.
@@ -382,7 +390,21 @@ func (g *segRun) untouched() bool {
 // segment set aside for quarantine: counted from its progress once it is
 // finished, so that work repeated after an interruption is not counted twice.
 func (g *segRun) end(to claims.Destination) error {
-	err := g.keep.Claim().Finish(context.WithoutCancel(g.ctx), to)
+	// Finish may be repeated: a failure (or a success whose answer was
+	// lost) is tried again a few times before the claim is left to expire.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), finishDeadline)
+	defer cancel()
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = g.keep.Claim().Finish(ctx, to)
+		if err == nil || errors.Is(err, ErrLeaseLost) || attempt >= finishAttempts {
+			break
+		}
+		g.r.log.Warn("finishing a segment failed; retrying", slog.String("segment", g.name), slog.Int("attempt", attempt), slog.Any("error", err))
+		if backoff.Sleep(ctx, backoff.FullJitter(finishRetryBase, time.Second, attempt)) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -65,12 +65,18 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 		return fmt.Errorf("dlqdump: segment %s: reopen to copy the records set aside: %w", g.name, err)
 	}
 	ctx := g.ctx
+	// Its record first: a side segment cannot be restored while this
+	// segment is still ready, so publishing it again after an interruption
+	// never delivers it twice.
+	if err := g.r.claimer.Reserve(ctx, name, g.name); err != nil {
+		return err
+	}
 	sw, err := g.r.c.Reader.Create(ctx, area, name)
 	if err != nil {
 		return fmt.Errorf("%w: create %s segment %s: %w", ErrSink, area, name, err)
 	}
 	hdr := segment.Header{Codec: segment.CodecZstd, DataVersion: g.hdr.DataVersion, Created: g.hdr.Created, ID: sideID(g.hdr, name)}
-	w, err := segment.NewWriter(sw, hdr, nil)
+	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize()})
 	if err == nil {
 		err = g.copyRuns(src, w, runs)
 	}
@@ -95,6 +101,22 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 		g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
 	}
 	return nil
+}
+
+// blockSize returns the block size of side segments: the source's largest
+// block, so that a side segment's blocks, and with them the records an
+// interruption may deliver twice, are no larger than its source's.
+func (g *segRun) blockSize() int {
+	n := 0
+	if ft := g.sr.Footer(); ft != nil {
+		for _, b := range ft.Blocks {
+			n = max(n, int(b.RawLen))
+		}
+	}
+	if n < 512 || n > segment.DefaultBlockSize {
+		return segment.DefaultBlockSize
+	}
+	return n
 }
 
 // copyRuns copies the records of runs from src into w, with the reason and

@@ -213,9 +213,17 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		r.setErr(err)
 		return rep, err
 	}
+	if !opts.DryRun {
+		r.sweep(ctx, st.orphans)
+	}
 	defer func() {
-		if _, err := r.refresh(context.WithoutCancel(ctx)); err != nil {
+		st, err := r.refresh(context.WithoutCancel(ctx))
+		if err != nil {
 			r.log.Debug("refreshing the store's status after a pass failed", slog.Any("error", err))
+			return
+		}
+		if !opts.DryRun && ctx.Err() == nil {
+			r.sweep(ctx, st.orphans) // the side segments' records of segments just finished
 		}
 	}()
 	var errs []error
@@ -255,6 +263,20 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// sweep removes the records of segments that are neither ready nor
+// quarantined, left by restorers that could not finish removing them.
+func (r *Restorer) sweep(ctx context.Context, names []string) {
+	for _, name := range names {
+		removed, err := r.claimer.Sweep(ctx, name)
+		switch {
+		case err != nil:
+			r.log.Debug("removing a stale claim record failed", slog.String("segment", name), slog.Any("error", err))
+		case removed:
+			r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
+		}
+	}
 }
 
 // RunAt waits until at (cancellable by ctx), then runs one pass.

@@ -34,6 +34,7 @@ type RestorerStats struct {
 // storeStatus is what a refresh found.
 type storeStatus struct {
 	readyNames           []string
+	orphans              []string // records of segments neither ready nor quarantined
 	ready, claimed, quar int
 	oldest               time.Duration
 	at                   time.Time
@@ -53,23 +54,28 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 	for _, n := range st.readyNames {
 		ready[n] = true
 	}
+	var others []string
 	for name, err := range r.c.Reader.RecordNames(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list claims: %w", err)
 		}
 		if !ready[name] {
+			others = append(others, name)
 			continue
 		}
 		if _, live, err := r.claimer.Inspect(ctx, name); err == nil && live {
 			st.claimed++
 		}
 	}
-	for _, err := range r.c.Reader.List(ctx, sink.AreaQuarantine) {
+	quarantined := map[string]bool{}
+	for si, err := range r.c.Reader.List(ctx, sink.AreaQuarantine) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list quarantined segments: %w", err)
 		}
+		quarantined[si.Name] = true
 		st.quar++
 	}
+	st.orphans = others // Sweep decides, also for quarantined ones
 	st.ready = len(st.readyNames)
 	if st.ready > 0 {
 		if t, ok := segment.ParseFileName(st.readyNames[0]); ok {

@@ -131,6 +131,15 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
 			return nil, fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), maxLease))
 		}
+		if !rec.Held() && rec.State == StatePending {
+			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {
+				if err == nil {
+					err = fmt.Errorf("%w: segment %s holds records set aside from %s, which is still being restored", ErrClaimed, name, rec.Parent)
+				}
+				return nil, err
+			}
+			rec.State, rec.Parent = StateOpen, ""
+		}
 		prev = rec
 	}
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
@@ -189,6 +198,82 @@ func (c *Claimer) forget(name string) {
 	c.mu.Lock()
 	delete(c.seen, name)
 	c.mu.Unlock()
+}
+
+// present reports whether a segment is in area.
+func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (bool, error) {
+	if name == "" {
+		return false, nil
+	}
+	f, err := c.store.Open(ctx, area, name)
+	if errors.Is(err, sink.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = f.Close()
+	return true, nil
+}
+
+// Reserve makes the record of a side segment, name, before it is published:
+// pending until parent (the segment whose records it holds) is no longer
+// ready. A record already there (an earlier attempt's) is left as it is.
+func (c *Claimer) Reserve(ctx context.Context, name, parent string) error {
+	rec := Record{V: Version, Rev: 1, State: StatePending, Parent: parent, Written: time.Now().UTC()}
+	_, err := c.store.WriteRecord(ctx, name, rec.marshal(), "")
+	if err == nil || errors.Is(err, sink.ErrConflict) {
+		return nil
+	}
+	// Failed, or took effect and reported failure: the record tells.
+	if _, _, rerr := c.store.ReadRecord(ctx, name); rerr == nil {
+		return nil
+	}
+	return fmt.Errorf("dlqdump: reserve side segment %s: %w", name, err)
+}
+
+// Sweep removes the record of a segment that is not ready and, unless it is
+// a side segment's record whose parent is done, not quarantined either (a
+// restorer that finished it failed to remove the record, or died first),
+// unless the record is held by a live claim or is a side segment's,
+// reserved while its parent is ready. It reports whether it removed the
+// record.
+func (c *Claimer) Sweep(ctx context.Context, name string) (bool, error) {
+	data, version, err := c.store.ReadRecord(ctx, name)
+	if errors.Is(err, sink.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	areas := []sink.Area{sink.AreaReady, sink.AreaQuarantine}
+	if rec, ok := Parse(data); ok {
+		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
+			return false, nil
+		}
+		if rec.State == StatePending {
+			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {
+				return false, err
+			}
+			// Its parent is done: a quarantined side segment needs its
+			// record no more.
+			areas = areas[:1]
+		}
+	}
+	for _, a := range areas {
+		if there, err := c.present(ctx, a, name); err != nil || there {
+			return false, err
+		}
+	}
+	err = c.store.DeleteRecord(ctx, name, version)
+	if errors.Is(err, sink.ErrConflict) || errors.Is(err, sink.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.forget(name)
+	return true, nil
 }
 
 // Inspect reads the record of a segment without claiming it: nil when there

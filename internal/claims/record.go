@@ -24,6 +24,13 @@ const (
 	// released from quarantine resumes where it was left and never feeds
 	// delivered records again.
 	StateQuarantined State = "quarantined"
+	// StatePending is the record of a side segment (records a restorer
+	// set aside from its Parent) made before the side segment is
+	// published: the side segment cannot be claimed while its parent is
+	// still ready, so that a parent resumed after an interruption may
+	// publish it again, finding it there, without it having been restored
+	// meanwhile.
+	StatePending State = "pending"
 )
 
 // Version is the format of the record this package writes.
@@ -33,6 +40,10 @@ const Version = 2
 //
 //	{"v":2,"owner":"orders-7f3a","token":"…","rev":12,"lease_ms":30000,
 //	 "state":"","written":"2026-11-22T10:15:00.123Z","progress":{…}}
+//
+// A side segment's record, made before it is published, names its parent:
+//
+//	{"v":2,"rev":1,"state":"pending","parent":"NAME.dlq","written":"…"}
 //
 // Owner is a label for people; claims are told apart by Token, random per
 // claim, empty once released. Rev grows by one with every write, so no two
@@ -49,6 +60,7 @@ type Record struct {
 	Rev      uint64          `json:"rev"`
 	LeaseMS  int64           `json:"lease_ms,omitempty"`
 	State    State           `json:"state,omitempty"`
+	Parent   string          `json:"parent,omitempty"`
 	Written  time.Time       `json:"written,omitzero"`
 	Progress json.RawMessage `json:"progress,omitempty"`
 }

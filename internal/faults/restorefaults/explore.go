@@ -1,0 +1,152 @@
+package restorefaults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/dlqdump/dlqdump/internal/faults"
+)
+
+// EnvOnly names one point to run alone (as faults.ParsePoint reads it), or
+// "cancel@N" for one cancellation.
+const EnvOnly = "DLQDUMP_RESTORE_FAULTS"
+
+// Selection says which runs Explore makes.
+type Selection struct {
+	// Modes are the fault modes to try at each point.
+	Modes []faults.Mode
+	// Spread, when positive, samples each operation's calls: the first,
+	// the last and Spread more between them (faults.Sample); 0 tries every
+	// call.
+	Spread int
+	// Cancels runs the scenario cancelled after each block's deliveries
+	// (every Cancels-th block boundary; 1 for all, 0 for none).
+	Cancels int
+}
+
+// Report counts what Explore ran.
+type Report struct {
+	// Calls are the calls of each operation in the run without fault.
+	Calls faults.Counts
+	// Runs and Held count the runs made and those where every invariant
+	// held; ByMode splits them by mode ("cancel" for cancellations).
+	Runs, Held int
+	ByMode     map[string][2]int
+	// Failed are the runs that broke an invariant or did not reach their
+	// point.
+	Failed []*Result
+	// MaxDuplicates is the most records delivered twice in one run.
+	MaxDuplicates int
+}
+
+// Explore runs the scenario without fault, then with each selected fault
+// point and cancellation, calling each with every result.
+func (h *Harness) Explore(ctx context.Context, sel Selection, each func(*Result)) (*Report, error) {
+	calls, base, boundaries, err := h.count(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Calls: calls, ByMode: map[string][2]int{}}
+	add := func(mode string, r *Result) {
+		rep.Runs++
+		c := rep.ByMode[mode]
+		c[0]++
+		if r.Held() {
+			rep.Held++
+			c[1]++
+		} else {
+			rep.Failed = append(rep.Failed, r)
+		}
+		rep.ByMode[mode] = c
+		rep.MaxDuplicates = max(rep.MaxDuplicates, r.Duplicates)
+		if each != nil {
+			each(r)
+		}
+	}
+	add("none", base)
+	if only := os.Getenv(EnvOnly); only != "" {
+		return rep, h.only(ctx, only, add)
+	}
+	var points []faults.Point
+	if sel.Spread > 0 {
+		points = faults.Sample(calls, sel.Spread, sel.Modes...)
+	} else {
+		points = faults.All(calls, sel.Modes...)
+	}
+	for _, p := range points {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		r, err := h.Run(ctx, p)
+		if err != nil {
+			return rep, err
+		}
+		add(p.Mode.String(), r)
+	}
+	if n := len(boundaries); n > 0 {
+		boundaries = boundaries[:n-1] // after the last delivery there is nothing to cancel
+	}
+	for i := 0; sel.Cancels > 0 && i < len(boundaries); i += sel.Cancels {
+		r, err := h.Cancel(ctx, boundaries[i])
+		if err != nil {
+			return rep, err
+		}
+		add("cancel", r)
+	}
+	return rep, nil
+}
+
+func (h *Harness) only(ctx context.Context, only string, add func(string, *Result)) error {
+	if n, ok := strings.CutPrefix(only, "cancel@"); ok {
+		var k int
+		if _, err := fmt.Sscan(n, &k); err != nil {
+			return fmt.Errorf("%s=%q: %w", EnvOnly, only, err)
+		}
+		r, err := h.Cancel(ctx, k)
+		if err != nil {
+			return err
+		}
+		add("cancel", r)
+		return nil
+	}
+	p, err := faults.ParsePoint(only)
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvOnly, err)
+	}
+	r, err := h.Run(ctx, p)
+	if err != nil {
+		return err
+	}
+	add(p.Mode.String(), r)
+	return nil
+}
+
+// count runs without fault and returns the calls, the result and the number
+// of deliveries at the end of each block.
+func (h *Harness) count(ctx context.Context) (faults.Counts, *Result, []int, error) {
+	calls, res, err := h.Count(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return calls, res, h.boundaries, nil
+}
+
+// Summary is one line per mode, for logs and the report.
+func (r *Report) Summary() string {
+	modes := make([]string, 0, len(r.ByMode))
+	for m := range r.ByMode {
+		modes = append(modes, m)
+	}
+	sort.Strings(modes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d runs, %d held", r.Runs, r.Held)
+	for _, m := range modes {
+		c := r.ByMode[m]
+		fmt.Fprintf(&b, "; %s %d/%d", m, c[1], c[0])
+	}
+	fmt.Fprintf(&b, "; at most %d records delivered twice in a run", r.MaxDuplicates)
+	return b.String()
+}
