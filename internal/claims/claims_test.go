@@ -373,3 +373,87 @@ func TestKeeperLosesTheClaim(t *testing.T) {
 		t.Fatalf("Hold = %v, want ErrLeaseLost", err)
 	}
 }
+
+// Issue 12, defect 9: a claim left "finishing" by a holder that died is a
+// claim like any other: taken over once seen unchanged for its lease, with
+// its progress, whatever the wall clocks of the machines say.
+func TestFinishingClaimIsTakenOver(t *testing.T) {
+	st, clk := setup(t)
+	ctx := t.Context()
+	a := newClaimer(t, st, "a", clk)
+	ca, _ := a.Claim(ctx, "a.dlq")
+	if err := ca.Save(ctx, json.RawMessage(`{"seq":9,"done":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The holder fences its finish, then dies before moving the segment.
+	ca.mu.Lock()
+	rec := ca.rec
+	rec.State = StateFinishing
+	err := ca.writeLocked(ctx, "finish", rec)
+	ca.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record whose wall-clock time is far in the future changes nothing.
+	b := newClaimer(t, st, "b", clk)
+	if _, err := b.Claim(ctx, "a.dlq"); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("first sight of a finishing claim: %v, want ErrClaimed", err)
+	}
+	clk.Advance(lease)
+	cb, err := b.Claim(ctx, "a.dlq")
+	if err != nil {
+		t.Fatalf("a lease later: %v", err)
+	}
+	if string(cb.Progress()) != `{"seq":9,"done":true}` {
+		t.Fatalf("progress %s", cb.Progress())
+	}
+	if err := cb.Finish(ctx, Destination{Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Get(sink.AreaReady, "a.dlq") != nil {
+		t.Fatal("segment not finished")
+	}
+}
+
+// A side segment's pending record keeps it unclaimable while its parent is
+// ready; Sweep leaves it then, and removes records of segments gone.
+func TestPendingSideAndSweep(t *testing.T) {
+	st, clk := setup(t) // a.dlq is the parent
+	ctx := t.Context()
+	c := newClaimer(t, st, "c", clk)
+	if err := c.Reserve(ctx, "side.dlq", "a.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reserve(ctx, "side.dlq", "a.dlq"); err != nil {
+		t.Fatalf("reserving again: %v", err)
+	}
+	st.Put(sink.AreaReady, "side.dlq", []byte("side"))
+	if _, err := c.Claim(ctx, "side.dlq"); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("claim of a side segment while its parent is ready: %v", err)
+	}
+	if removed, err := c.Sweep(ctx, "side.dlq"); removed || err != nil {
+		t.Fatalf("sweep of a pending record: %v %v", removed, err)
+	}
+	if err := st.Delete(ctx, sink.AreaReady, "a.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Claim(ctx, "side.dlq")
+	if err != nil {
+		t.Fatalf("claim once the parent is gone: %v", err)
+	}
+	if err := cl.Finish(ctx, Destination{Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A record left by a finished segment (its holder died before
+	// removing it) is swept once seen unchanged for its lease.
+	if _, err := st.WriteRecord(ctx, "gone.dlq", []byte(`{"v":2,"owner":"x","token":"t","rev":4,"lease_ms":30000,"state":"finishing"}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	if removed, _ := c.Sweep(ctx, "gone.dlq"); removed {
+		t.Fatal("swept a held record at first sight")
+	}
+	clk.Advance(lease)
+	if removed, err := c.Sweep(ctx, "gone.dlq"); !removed || err != nil {
+		t.Fatalf("sweep a lease later: %v %v", removed, err)
+	}
+}
