@@ -178,8 +178,12 @@ type Config struct {
 	// restored when a window closes is released at its next block.
 	// Default: always.
 	Windows []Window
-	// Owner names this restorer in claims. Default "HOST-PID-RANDOM".
+	// Owner names this restorer in claims, for people: replicas of a
+	// service may share one. Default "HOST-PID-RANDOM".
 	Owner string
+	// Retention bounds what the store keeps, per area; see Retention.
+	// Default: no limit.
+	Retention Retention
 }
 
 // VersionPolicy says what a Restorer does with a segment of another Version.
@@ -316,6 +320,17 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		if w.Start < 0 || w.Start >= 24*time.Hour || w.End < 0 || w.End > 24*time.Hour || w.Start == w.End {
 			return nil, fmt.Errorf("%w: Windows[%d]: %s-%s is not a window within a day", ErrConfig, i, w.Start, w.End)
 		}
+	}
+	for name, l := range map[string]Limits{"Ready": c.Retention.Ready, "Quarantine": c.Retention.Quarantine, "Archive": c.Retention.Archive} {
+		if l.MaxAge < 0 || l.MaxSegments < 0 {
+			return nil, fmt.Errorf("%w: Retention.%s: negative limit %+v", ErrConfig, name, l)
+		}
+	}
+	if c.Retention.Interval < 0 {
+		return nil, fmt.Errorf("%w: Retention.Interval: %s is negative", ErrConfig, c.Retention.Interval)
+	}
+	if r.Retention.Interval == 0 {
+		r.Retention.Interval = time.Minute
 	}
 	if r.CheckInterval == 0 {
 		r.CheckInterval = time.Second

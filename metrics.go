@@ -24,6 +24,10 @@ type MetricsWriter interface {
 	Retry()
 	// Quarantine is called when records are moved aside, with the reason.
 	Quarantine(reason string, records int)
+	// Expire is called when a segment is removed by the retention
+	// (Config.Retention): its area ("ready", "quarantine", "archive"), the
+	// rule (RuleMaxAge, ...) and the records it held that are gone.
+	Expire(area, rule string, records int)
 	// Fail is called when an operation fails, with a short stable reason
 	// such as "encode", "backpressure", "write", "sync", "commit".
 	Fail(reason string)
@@ -63,6 +67,9 @@ func (NopMetrics) Retry() {}
 
 // Quarantine does nothing.
 func (NopMetrics) Quarantine(string, int) {}
+
+// Expire does nothing.
+func (NopMetrics) Expire(string, string, int) {}
 
 // Fail does nothing.
 func (NopMetrics) Fail(string) {}

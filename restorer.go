@@ -296,8 +296,9 @@ func (r *Restorer) setErr(err error) {
 }
 
 // Start runs passes in the background every CheckInterval, within
-// Config.Windows, until Close, and keeps Stats and the store's gauges
-// current every CheckInterval, also while a pass waits for the destination.
+// Config.Windows, until Close, keeps Stats and the store's gauges current
+// every CheckInterval, also while a pass waits for the destination, and
+// enforces Config.Retention every Retention.Interval when it sets limits.
 func (r *Restorer) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -312,6 +313,10 @@ func (r *Restorer) Start() error {
 	r.bgWG.Add(2)
 	go r.passLoop(ctx)
 	go r.statusLoop(ctx)
+	if r.c.Retention.Ready.set() || r.c.Retention.Quarantine.set() || r.c.Retention.Archive.set() {
+		r.bgWG.Add(1)
+		go r.pruneLoop(ctx)
+	}
 	return nil
 }
 

@@ -36,6 +36,7 @@ const (
 	MsgQuarantine = "dlqdump records quarantined"
 	MsgFail       = "dlqdump operation failed"
 	MsgSource     = "dlqdump source state"
+	MsgExpire     = "dlqdump records expired"
 )
 
 // Attribute keys of the records the Writer logs.
@@ -45,6 +46,8 @@ const (
 	KeyRecords     = "records"     // number of records
 	KeyTook        = "took"        // duration of a flush
 	KeyBytes       = "bytes"       // pending bytes
+	KeyArea        = "area"        // area of expired records
+	KeyRule        = "rule"        // retention rule
 	KeyReady       = "ready"       // ready segments
 	KeyClaimed     = "claimed"     // ready segments held by a live claim
 	KeyQuarantined = "quarantined" // segments in quarantine
@@ -173,6 +176,15 @@ func (w *Writer) Quarantine(reason string, records int) {
 	w.l.LogAttrs(w.ctx, w.event, MsgQuarantine,
 		slog.String(KeyReason, reason),
 		slog.Int(KeyRecords, records))
+}
+
+// Expire logs the records of a segment removed by the retention, with its
+// area and rule.
+func (w *Writer) Expire(area, rule string, records int) {
+	if !w.l.Enabled(w.ctx, w.event) {
+		return
+	}
+	w.l.LogAttrs(w.ctx, w.event, MsgExpire, slog.String(KeyArea, area), slog.String(KeyRule, rule), slog.Int(KeyRecords, records))
 }
 
 // Fail logs a failed operation with its short stable reason.

@@ -26,6 +26,7 @@
 //	dlqdump_retries_total                       counter   deliveries refused and to be retried
 //	dlqdump_quarantined_records_total{reason}   counter   records moved aside, by reason
 //	dlqdump_failures_total{reason}              counter   failed operations, by reason
+//	dlqdump_expired_records_total{area,rule}    counter   records removed by the retention
 //	dlqdump_ready_segments                      gauge     segments ready to restore
 //	dlqdump_claimed_segments                    gauge     ready segments held by a live claim
 //	dlqdump_quarantined_segments                gauge     segments in quarantine
@@ -68,6 +69,7 @@ const (
 	MetricRetries           = "dlqdump_retries_total"
 	MetricQuarantined       = "dlqdump_quarantined_records_total"
 	MetricFailures          = "dlqdump_failures_total"
+	MetricExpired           = "dlqdump_expired_records_total"
 	MetricReadySegments     = "dlqdump_ready_segments"
 	MetricClaimedSegments   = "dlqdump_claimed_segments"
 	MetricQuarSegments      = "dlqdump_quarantined_segments"
@@ -80,6 +82,9 @@ const (
 	LabelQueue = "queue"
 	// LabelReason is the variable label of the labelled counters.
 	LabelReason = "reason"
+	// LabelArea and LabelRule label dlqdump_expired_records_total.
+	LabelArea = "area"
+	LabelRule = "rule"
 )
 
 // DefaultBuckets are the upper bounds, in seconds, of
@@ -119,6 +124,7 @@ type Writer struct {
 	flushed     reasonCounters
 	quarantined reasonCounters
 	failures    reasonCounters
+	expired     *prom.CounterVec // by area and rule: few series, rarely touched
 }
 
 var _ dlqdump.MetricsWriter = (*Writer)(nil)
@@ -219,6 +225,8 @@ func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
 		"Records moved to quarantine, by reason."), nil)
 	w.failures.init(counterVec(MetricFailures,
 		"Failed operations, by reason."), nil)
+	w.expired = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricExpired,
+		Help: "Records removed by the retention, by area and rule.", ConstLabels: cl}, []string{LabelArea, LabelRule}))
 
 	if r.err != nil {
 		for _, c := range r.added {
@@ -332,6 +340,12 @@ func (w *Writer) Retry() {
 // Quarantine adds records to dlqdump_quarantined_records_total under reason.
 func (w *Writer) Quarantine(reason string, records int) {
 	w.quarantined.get(reason).Add(float64(records))
+}
+
+// Expire adds the records of an expired segment to
+// dlqdump_expired_records_total under its area and rule.
+func (w *Writer) Expire(area, rule string, records int) {
+	w.expired.WithLabelValues(area, rule).Add(float64(records))
 }
 
 // Fail counts a failed operation under reason.

@@ -39,6 +39,7 @@ func exercise(w *Writer) {
 	w.Quarantine("damaged", 3)
 	w.Fail("write")
 	w.Source(4, 1, 2, 90*time.Second)
+	w.Expire("archive", dlqdump.RuleMaxAge, 12)
 }
 
 func eq(t *testing.T, name string, got, want float64) {
@@ -119,6 +120,9 @@ dlqdump_dumped_bytes_total{queue="orders"} 150
 # HELP dlqdump_dumped_records_total Records accepted by the queue to be dumped.
 # TYPE dlqdump_dumped_records_total counter
 dlqdump_dumped_records_total{queue="orders"} 2
+# HELP dlqdump_expired_records_total Records removed by the retention, by area and rule.
+# TYPE dlqdump_expired_records_total counter
+dlqdump_expired_records_total{area="archive",queue="orders",rule="max_age"} 12
 # HELP dlqdump_failures_total Failed operations, by reason.
 # TYPE dlqdump_failures_total counter
 dlqdump_failures_total{queue="orders",reason="write"} 1
@@ -179,8 +183,8 @@ dlqdump_retries_total{queue="orders"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 19 {
-		t.Fatalf("series = %d, %v; want 19", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20 {
+		t.Fatalf("series = %d, %v; want 20", n, err)
 	}
 }
 
@@ -190,7 +194,7 @@ var allMetrics = []string{
 	MetricFlushedBytes, MetricFlushDuration, MetricPendingBytes,
 	MetricRestoredRecords, MetricRestoredBytes, MetricRetries,
 	MetricQuarantined, MetricFailures, MetricReadySegments,
-	MetricOldestReadyRecord, MetricClaimedSegments, MetricQuarSegments,
+	MetricOldestReadyRecord, MetricClaimedSegments, MetricQuarSegments, MetricExpired,
 }
 
 func TestPromlint(t *testing.T) {
