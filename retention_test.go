@@ -27,7 +27,9 @@ func (e *expiries) Expire(area, rule string, records int) {
 	e.got = append(e.got, area+"/"+rule+"/"+itoa(records))
 }
 
-func itoa(n int) string { return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+func itoa(n int) string {
+	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}
 
 // seedAged writes segments of 10 records each into an area of dir, the
 // i-th with records from base+i hours to base+i hours+9 seconds.
