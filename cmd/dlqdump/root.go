@@ -193,6 +193,7 @@ with informational messages.
 		newCopyCmd(a, false),
 		newCopyCmd(a, true),
 		newQuarantineCmd(a),
+		newPruneCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+type pruneFlags struct {
+	area        string
+	maxAge      time.Duration
+	maxSegments int
+	maxBytes    string
+	dryRun      bool
+}
+
+func newPruneCmd(a *app) *cobra.Command {
+	var f pruneFlags
+	cmd := &cobra.Command{
+		Use:   "prune LOCATION --area AREA [--max-age D] [--max-segments N] [--max-bytes SIZE]",
+		Short: "Remove expired segments of an area (retention), saying which and why",
+		Long: `Enforce a retention on one area of a dump, as a Restorer with
+Config.Retention does: segments whose newest record is older than --max-age,
+then the oldest segments while the area holds more than --max-segments or
+more than --max-bytes, are removed. Every removed segment is printed with its
+records, oldest and newest record and the rule that removed it; run with
+--dry-run first to see what would go. A ready segment is claimed before it is
+removed, so one being restored is left alone (and counted). Expiring ready
+segments drops dead letters that were never restored: the archive and the
+quarantine are the usual areas to prune.
+
+On S3 prune works by listing alone; a bucket lifecycle rule on the archive/
+prefix can do the same without this command, but removes silently.`,
+		Example: `  dlqdump prune /var/lib/app/dlq --area archive --max-age 720h --dry-run
+  dlqdump prune s3://dead-letters/orders/ --area quarantine --max-bytes 10GiB`,
+		Args: argsRange(1, 1, "LOCATION"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return a.prune(args[0], &f)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.area, "area", "", "area to prune: archive, quarantine or ready (required)")
+	fl.DurationVar(&f.maxAge, "max-age", 0, "remove segments whose newest record is older than this (0: no limit)")
+	fl.IntVar(&f.maxSegments, "max-segments", 0, "keep at most this many segments, removing the oldest (0: no limit)")
+	fl.StringVar(&f.maxBytes, "max-bytes", "", "keep at most this many bytes, removing the oldest segments, e.g. 10GiB (default: no limit)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would be removed; change nothing")
+	return cmd
+}
+
+func (a *app) prune(loc string, f *pruneFlags) error {
+	area, err := sink.ParseArea(f.area)
+	if err != nil {
+		return usageErrorf("--area %q: want archive, quarantine or ready", f.area)
+	}
+	var lim dlqdump.Limits
+	lim.MaxAge, lim.MaxSegments = f.maxAge, f.maxSegments
+	if f.maxBytes != "" {
+		if lim.MaxBytes, err = dlqdump.ParseMemorySize(f.maxBytes); err != nil || lim.MaxBytes == 0 {
+			return usageErrorf("--max-bytes %q: want a size such as 512MiB or 10GiB", f.maxBytes)
+		}
+	}
+	switch {
+	case f.maxAge < 0 || f.maxSegments < 0:
+		return usageErrorf("--max-age and --max-segments: want 0 (no limit) or more")
+	case lim.MaxAge == 0 && lim.MaxSegments == 0 && lim.MaxBytes == 0:
+		return usageErrorf("give at least one of --max-age, --max-segments and --max-bytes")
+	}
+	l, err := a.open(loc, true)
+	if err != nil {
+		return err
+	}
+	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner()}
+	switch area {
+	case sink.AreaReady:
+		cfg.Retention.Ready = lim
+	case sink.AreaQuarantine:
+		cfg.Retention.Quarantine = lim
+	default:
+		cfg.Retention.Archive = lim
+	}
+	r, err := dlqdump.NewRestorer(cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep, err := r.Prune(a.ctx, dlqdump.PruneOptions{DryRun: f.dryRun})
+	verb := "removed"
+	if f.dryRun {
+		verb = "would remove"
+	}
+	var records uint64
+	var bytes int64
+	for _, ex := range rep.Expired {
+		records += ex.Records
+		bytes += ex.Bytes
+		fmt.Fprintf(a.stdout, "%s %s/%s: %d records from %s to %s, %s (%s)\n", verb, ex.Area, ex.Name, ex.Records,
+			ex.Oldest.UTC().Format(time.RFC3339), ex.Newest.UTC().Format(time.RFC3339), humanBytes(ex.Bytes), ex.Rule)
+	}
+	fmt.Fprintf(a.stdout, "%s %d segments, %d records, %s", verb, len(rep.Expired), records, humanBytes(bytes))
+	if rep.Claimed > 0 {
+		fmt.Fprintf(a.stdout, "; %d segments due are being restored and were left", rep.Claimed)
+	}
+	fmt.Fprintln(a.stdout)
+	return err
+}
+
+// nowhere is the destination of a Restorer that only prunes.
+type nowhere struct{}
+
+func (nowhere) Enqueue(any) error { return fmt.Errorf("dlqdump prune delivers nothing") }
