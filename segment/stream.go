@@ -76,7 +76,7 @@ type stream struct {
 	waiting bool    // the consumer waits for a block and none is queued
 	stored  bufList // storage for stored bytes, for the workers
 	raws    bufList // released blocks' memory, with reuse
-	err     error // a delivered I/O error: every later Next returns it
+	err     error   // a delivered I/O error: every later Next returns it
 	eof     bool
 	closed  bool
 	ready   chan struct{} // a slot was queued
@@ -101,7 +101,7 @@ type slot struct {
 }
 
 // slotCost is what a slot counts for besides its bytes.
-const slotCost = 256
+const slotCost = 512
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 

@@ -138,7 +138,8 @@ func streamPass(b *testing.B, c *restoreCorpus, workers int, reuse bool) {
 // core: each op is one pass of each, interleaved, so that the machine's
 // load weighs on them alike. It reports each one's raw MB/s and their
 // ratios to the ceiling (the goal for the whole restore: 0.8 with one
-// core, 1.2 with two), and the same for ReadBlock on one goroutine and for
+// core, 1.2 with two), and the same for Streams with Reuse (for decoders
+// that copy: no new memory per block), for ReadBlock on one goroutine and for
 // a copy of every payload (decoder.Fallthrough{Copy: true}, as restoring
 // did before).
 //
@@ -159,6 +160,8 @@ func BenchmarkRestoreDecode(b *testing.B) {
 		{name: "ceiling", run: func() { dst = ceilingPass(b, c, dec, dst) }},
 		{name: "stream1", run: func() { streamPass(b, c, 1, false) }},
 		{name: "stream2", run: func() { streamPass(b, c, 2, false) }},
+		{name: "stream1reuse", run: func() { streamPass(b, c, 1, true) }},
+		{name: "stream2reuse", run: func() { streamPass(b, c, 2, true) }},
 		{name: "readblock", run: func() { streamPass(b, c, 0, false) }},
 		{name: "copy", run: func() { copyPass(b, c) }},
 	}
