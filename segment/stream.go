@@ -230,10 +230,14 @@ func (s *Stream) Seek(pos Position) error {
 		return ErrStreamClosed
 	}
 	st.mu.Unlock()
+	// Checked first: once halted, the Reader is past what was read ahead.
+	if err := st.r.checkSeek(pos); err != nil {
+		return err
+	}
 	st.halt()
 	err := st.r.Seek(pos)
 	st.mu.Lock()
-	st.err, st.eof = nil, false
+	st.err, st.eof = err, false
 	st.mu.Unlock()
 	st.start()
 	return err

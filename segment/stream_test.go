@@ -281,7 +281,18 @@ func TestStreamSeek(t *testing.T) {
 	readFrom(s, 100)
 	checkRecord(t, b.Record(0), 0, &recs[0]) // still valid
 	b.Release()
+	// A Seek outside the blocks fails and changes nothing.
+	if err := s.Seek(positions[30]); err != nil {
+		t.Fatal(err)
+	}
+	b, err = s.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Seek(Position{Offset: int64(len(data)) + 1}); err == nil {
 		t.Fatal("Seek past the end accepted")
 	}
+	n := int(b.Next().Seq)
+	b.Release()
+	readFrom(s, n)
 }
