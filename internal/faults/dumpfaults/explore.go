@@ -17,8 +17,10 @@ type Selection struct {
 	Modes []faults.Mode
 	// ChildSpread and ChildModes are the same for the points run in a
 	// child process: faults.Crash, faults.CrashAfter and faults.Stall.
+	// ChildLast keeps only each operation's last call.
 	ChildSpread int
 	ChildModes  []faults.Mode
+	ChildLast   bool
 	// RecoveryModes, when set, adds second faults: after each in-process
 	// point that held, the calls the fault caused are faulted in each of
 	// these modes, on top of the first fault. Those are, for each
@@ -43,13 +45,14 @@ var Every = Selection{
 }
 
 // CI is the deterministic sample the tests run: for every operation of
-// every scenario its first and last call and two between, failing without
-// effect and with effect; its first and last call killing the process
-// before and after it and hanging past Shutdown's deadline; and after each
-// of the first, the first and last call of the recovery failing both ways.
+// every scenario its first, middle and last call failing without effect
+// and with effect; its last call killing the process before and after it
+// and hanging past Shutdown's deadline; and after each of the first, the
+// calls it caused failing both ways (of an operation the run without fault
+// never makes, the first and last call).
 var CI = Selection{
-	Spread: 2, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
+	Spread: 1, Modes: []faults.Mode{faults.Fail, faults.Lost},
+	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall}, ChildLast: true,
 	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
 }
 
@@ -68,6 +71,9 @@ func (sel Selection) Points(c faults.Counts) []faults.Point {
 	var out []faults.Point
 	for _, p := range append(pick(sel.Spread, sel.Modes), pick(sel.ChildSpread, sel.ChildModes)...) {
 		if p.Mode == faults.Stall && p.Op == faults.OpRecover {
+			continue
+		}
+		if sel.ChildLast && (p.Mode.Kills() || p.Mode == faults.Stall) && p.K != c[p.Op] {
 			continue
 		}
 		if sel.Match == nil || sel.Match(p) {
