@@ -404,17 +404,20 @@ func (st *stream) enqueue(ru *run, sl *slot) bool {
 // decode is a worker: it decodes the blocks the reading goroutine queues.
 func (st *stream) decode(ru *run) {
 	defer ru.wg.Done()
+	var scratch []byte // this worker's decode buffer
 	for {
 		select {
 		case sl := <-ru.work:
-			st.decodeSlot(sl)
+			scratch = st.decodeSlot(sl, scratch)
 		case <-ru.stop:
 			return
 		}
 	}
 }
 
-func (st *stream) decodeSlot(sl *slot) {
+// decodeSlot decodes the block of sl, into scratch when it fits, and
+// returns scratch.
+func (st *stream) decodeSlot(sl *slot, scratch []byte) []byte {
 	j := &sl.job
 	var raw []byte
 	var index []uint32
@@ -423,11 +426,12 @@ func (st *stream) decodeSlot(sl *slot) {
 		raw = j.stored // its own memory already
 		index, err = checkRecords(raw, &j.info, j.base, nil, true)
 	} else {
-		var buf []byte
 		if st.reuse {
-			buf = st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
+			buf := st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
+			raw, index, err = decodeJob(j, buf, nil, true)
+		} else {
+			raw, index, scratch, err = decodeFresh(j, scratch, nil)
 		}
-		raw, index, err = decodeJob(j, buf, nil, true)
 		st.put(&st.stored, sl.buf, st.maxStored())
 		st.mu.Lock()
 		st.used -= int64(len(j.stored)) // the stored bytes are no longer held
@@ -445,6 +449,7 @@ func (st *stream) decodeSlot(sl *slot) {
 		sl.b = &Block{info: j.info, base: j.base, start: j.skip, raw: raw, index: index, charge: sl.charge}
 	}
 	close(sl.done)
+	return scratch
 }
 
 // release returns a released block's charge, and its memory with Reuse.
