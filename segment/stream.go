@@ -29,7 +29,9 @@ type StreamOptions struct {
 	// stored bytes of the blocks it has read and not yet delivered, and of
 	// those delivered and not yet released. A block larger than ReadAhead is
 	// read only when the consumer waits for it with no block ahead, so such
-	// blocks are decoded one at a time. Default DefaultReadAhead.
+	// blocks are decoded one at a time. Besides, each worker keeps a decode
+	// buffer of up to 1 MiB, and with Reuse up to ReadAhead bytes of
+	// released blocks are kept for reuse. Default DefaultReadAhead.
 	ReadAhead int
 	// Reuse makes the stream decode later blocks into the memory of
 	// released ones, saving an allocation of the block's size and the
