@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,7 +88,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 	se := &ShutdownError{}
 	if err := q.closeWriter(ctx); err != nil {
 		se.Err = err
-		q.countHeld(se)
+		q.countHeld(se, err)
 		return q.shutdownErr(se)
 	}
 	return nil
@@ -144,7 +145,7 @@ func (q *Queue) abandon(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
 	werr := q.closeWriter(gctx)
-	q.countHeld(se)
+	q.countHeld(se, werr)
 	se.Err = ctx.Err()
 	if werr != nil {
 		se.Err = fmt.Errorf("%w; writer: %w", se.Err, werr)
@@ -254,7 +255,9 @@ func (q *Queue) accountLocked() *ShutdownError {
 // countHeld adds to se the records in committed segments that the Writer
 // holds, not stored, as it says after its Close (sink.BacklogWatcher): the
 // last of the segments this Queue committed, since it stores them in order.
-func (q *Queue) countHeld(se *ShutdownError) {
+// Those held in memory are lost once the Writer's Close returned; if it has
+// not, the Writer may still store them: they are in doubt.
+func (q *Queue) countHeld(se *ShutdownError, werr error) {
 	if q.watcher == nil {
 		return
 	}
@@ -264,10 +267,13 @@ func (q *Queue) countHeld(se *ShutdownError) {
 	for _, r := range q.held[len(q.held)-n:] {
 		recs += r
 	}
-	if bl.Persistent {
+	switch {
+	case bl.Persistent:
 		se.Held += recs
 		se.HeldSegments += n
-	} else {
+	case errors.Is(werr, errNoAnswer):
+		se.InDoubt += recs
+	default:
 		se.NotWritten += recs
 	}
 }
@@ -303,6 +309,9 @@ func callBounded(ctx context.Context, fn func(context.Context) error) error {
 	case err := <-res:
 		return err
 	case <-t.C:
-		return fmt.Errorf("%w (the Writer had not returned %s later)", ctx.Err(), shutdownGrace)
+		return fmt.Errorf("%w: %w", errNoAnswer, ctx.Err())
 	}
 }
+
+// errNoAnswer: the Writer had not returned shutdownGrace after the deadline.
+var errNoAnswer = fmt.Errorf("the Writer had not returned %s after the deadline", shutdownGrace)
