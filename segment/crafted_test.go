@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -282,5 +283,46 @@ func TestCraftedUnsizedZstd(t *testing.T) {
 			t.Errorf("a block of %d stored bytes decoding to %d, claiming %d, made the reader allocate %d bytes", len(stored), len(raw), rawLen, n)
 		}
 		checkStream(t, data, &ReaderOptions{Name: "unsized"})
+	}
+}
+
+// TestResyncBounded reads an unsealed segment whose every 64 bytes start a
+// plausible block header that claims the rest of the file, with a wrong
+// checksum: looking for an intact block after each would checksum the file
+// quadratically often. The reader gives up once it has checksummed twice the
+// file and two blocks, and says so.
+func TestResyncBounded(t *testing.T) {
+	const size = 1 << 20
+	seg := craftSegment(CodecNone)
+	le := binary.LittleEndian
+	for len(seg) < size {
+		h := make([]byte, 64)
+		le.PutUint32(h, blockMagic)
+		h[4] = blockTypeData
+		rest := uint32(size - len(seg) - BlockHeaderSize)
+		le.PutUint32(h[8:], 1)
+		le.PutUint32(h[12:], rest)
+		le.PutUint32(h[16:], rest)
+		seg = append(seg, h...)
+	}
+	seg = seg[:size]
+	for _, maxBlock := range []int{0, 64 << 10} {
+		r, err := NewReader(bytes.NewReader(seg), size, &ReaderOptions{Name: "resync", MaxBlockSize: maxBlock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		for range size {
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			checkCorruptError(t, err, "resync")
+			errs = append(errs, err)
+		}
+		if limit := r.resyncBudget() + size; r.resyncs > limit || len(errs) < 2 || !strings.Contains(errs[len(errs)-1].Error(), "gave up") {
+			t.Fatalf("max block %d: checksummed %d bytes (limit %d), errors %v", maxBlock, r.resyncs, limit, errs)
+		}
+		checkStream(t, seg, &ReaderOptions{Name: "resync", MaxBlockSize: maxBlock})
 	}
 }

@@ -228,11 +228,32 @@ func TestStreamHeld(t *testing.T) {
 	}
 }
 
-// TestStreamAbandoned checks that a Stream dropped without Close stops its
-// goroutines once collected.
+// TestStreamAbandoned checks that a consumer that stops early leaves no
+// goroutine behind: after Close, and for a Stream dropped without Close,
+// once it is collected.
 func TestStreamAbandoned(t *testing.T) {
 	data := writeRecords(t, CodecZstd, &WriterOptions{BlockSize: 1000}, testRecords(200))
 	before := runtime.NumGoroutine()
+	waitGoroutines := func(what string) {
+		t.Helper()
+		for i := 0; runtime.NumGoroutine() > before; i++ {
+			if i > 10000 {
+				t.Fatalf("%s: %d goroutines, %d before the stream", what, runtime.NumGoroutine(), before)
+			}
+			runtime.GC()
+			runtime.Gosched()
+		}
+	}
+	for _, workers := range []int{1, 8} {
+		s := NewStream(open(t, data, nil), &StreamOptions{Workers: workers, ReadAhead: 1})
+		if _, err := s.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitGoroutines("closed")
+	}
 	func() {
 		r, err := NewReader(bytes.NewReader(data), int64(len(data)), nil)
 		if err != nil {
@@ -243,13 +264,7 @@ func TestStreamAbandoned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}()
-	for i := 0; runtime.NumGoroutine() > before; i++ {
-		if i > 10000 {
-			t.Fatalf("%d goroutines, %d before the abandoned stream", runtime.NumGoroutine(), before)
-		}
-		runtime.GC()
-		runtime.Gosched()
-	}
+	waitGoroutines("abandoned")
 }
 
 // TestPayloadCapped checks that appending to a record's payload or a header
