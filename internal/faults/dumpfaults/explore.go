@@ -16,7 +16,8 @@ type Selection struct {
 	// Modes are the in-process modes: faults.Fail and faults.Lost.
 	Modes []faults.Mode
 	// ChildSpread and ChildModes are the same for the points run in a
-	// child process: faults.Crash, faults.CrashAfter and faults.Stall.
+	// child process: faults.Crash, faults.CrashAfter, faults.Stall and
+	// faults.StallAfter.
 	// ChildLast keeps only each operation's last call.
 	ChildSpread int
 	ChildModes  []faults.Mode
@@ -40,7 +41,7 @@ type Selection struct {
 // Every is the full enumeration: every K of every operation, in every mode.
 var Every = Selection{
 	Spread: -1, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: -1, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
+	ChildSpread: -1, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall, faults.StallAfter},
 	RecoverySpread: -1, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
 }
 
@@ -52,7 +53,7 @@ var Every = Selection{
 // never makes, the first and last call).
 var CI = Selection{
 	Spread: 1, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall}, ChildLast: true,
+	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall, faults.StallAfter}, ChildLast: true,
 	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
 }
 
@@ -70,10 +71,10 @@ func (sel Selection) Points(c faults.Counts) []faults.Point {
 	}
 	var out []faults.Point
 	for _, p := range append(pick(sel.Spread, sel.Modes), pick(sel.ChildSpread, sel.ChildModes)...) {
-		if p.Mode == faults.Stall && p.Op == faults.OpRecover {
+		if p.Mode.Stalls() && p.Op == faults.OpRecover {
 			continue
 		}
-		if sel.ChildLast && (p.Mode.Kills() || p.Mode == faults.Stall) && p.K != c[p.Op] {
+		if sel.ChildLast && (p.Mode.Kills() || p.Mode.Stalls()) && p.K != c[p.Op] {
 			continue
 		}
 		if sel.Match == nil || sel.Match(p) {
