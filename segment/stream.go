@@ -347,7 +347,8 @@ func (st *stream) read(ru *run) {
 		// next read.
 		n := len(j.stored)
 		switch {
-		case n > readAhead:
+		case n > readAhead && cap(r.big) <= n+n/4:
+			// Not much larger: a block's raw bytes may take it whole.
 			sl.buf, r.big = r.big, nil
 			sl.job.stored = j.stored
 		case info.Codec == CodecNone:

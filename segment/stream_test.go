@@ -70,6 +70,7 @@ func blockEvents(t testing.TB, r *Reader) []string {
 		if i != b.Len() {
 			t.Fatalf("block at %d: Records gave %d records, Len() = %d", b.Info().Offset, i, b.Len())
 		}
+		checkMem(t, &b)
 		events = append(events, blockDigest(&b))
 	}
 	t.Fatal("ReadBlock does not end")
@@ -99,11 +100,24 @@ func streamEvents(t testing.TB, r *Reader, opts *StreamOptions) []string {
 			}
 			return events
 		}
+		if opts == nil || !opts.Reuse {
+			checkMem(t, b)
+		}
 		events = append(events, blockDigest(b))
 		b.Release()
 	}
 	t.Fatal("Stream does not end")
 	return nil
+}
+
+// checkMem fails unless the memory of b, which an item kept from it pins,
+// is about its raw size.
+func checkMem(t testing.TB, b *Block) {
+	t.Helper()
+	raw := int(b.Info().RawLen)
+	if b.Mem() < raw || b.Mem() > raw+raw/4+8192+decodeSlack {
+		t.Fatalf("block at %d of %d raw bytes holds %d bytes of memory", b.Info().Offset, raw, b.Mem())
+	}
 }
 
 // streamOptionSets are the options checkStream tries.
