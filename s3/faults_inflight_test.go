@@ -13,7 +13,7 @@ import (
 	"github.com/dlqdump/dlqdump/segment"
 )
 
-// Found by the fault enumeration (point s3.PutObject#5/stall-after of
+// Found by the fault enumeration (point s3.PutObject#4/stall-after of
 // s3-memory/buffered): when Close gives up while a PUT that reached S3 waits
 // for its answer, the Writer reports the segment as not uploaded and lost —
 // and the Queue counts its records as not written, so a caller that dumps

@@ -3,6 +3,7 @@ package dumpfaults
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
@@ -33,6 +34,9 @@ type Selection struct {
 	// Spread chooses.
 	RecoverySpread int
 	RecoveryModes  []faults.Mode
+	// RecoveryAfter, when set, limits second faults to first faults in
+	// these modes.
+	RecoveryAfter []faults.Mode
 	// Match, when set, keeps only the points for which it returns true
 	// (for second faults: the second point).
 	Match func(faults.Point) bool
@@ -48,13 +52,14 @@ var Every = Selection{
 // CI is the deterministic sample the tests run: for every operation of
 // every scenario its first, middle and last call failing without effect
 // and with effect; its last call killing the process before and after it
-// and hanging past Shutdown's deadline; and after each of the first, the
-// calls it caused failing both ways (of an operation the run without fault
-// never makes, the first and last call).
+// and hanging past Shutdown's deadline (before and after taking effect);
+// and after each of the first that took effect (lost), the calls it caused
+// failing both ways (of an operation the run without fault never makes, the
+// first and last call).
 var CI = Selection{
 	Spread: 1, Modes: []faults.Mode{faults.Fail, faults.Lost},
 	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall, faults.StallAfter}, ChildLast: true,
-	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
+	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost}, RecoveryAfter: []faults.Mode{faults.Lost},
 }
 
 // Points returns the points of sel for the calls counted in a run without
@@ -110,7 +115,7 @@ func (h *Harness) Explore(ctx context.Context, sc Scenario, sel Selection, each 
 		if each != nil {
 			each(res)
 		}
-		if res.Held() && res.AtFault != nil {
+		if res.Held() && res.AtFault != nil && (sel.RecoveryAfter == nil || slices.Contains(sel.RecoveryAfter, p.Mode)) {
 			recover = append(recover, res)
 		}
 	}
