@@ -58,6 +58,8 @@ type Queue struct {
 	abandoned bool     // Shutdown gave up: the loop starts no sink call
 	reported  bool     // Shutdown counted the loop's state: the loop changes none of it
 
+	commitInDoubt bool // set by Shutdown's count: the open segment's Commit may have taken effect
+
 	pending  atomic.Int64 // bytes accepted, not yet written
 	records  atomic.Uint64
 	segments atomic.Uint64
@@ -109,6 +111,7 @@ type openSegment struct {
 	opened    time.Time
 	footer    bool  // the footer is written, Commit pending
 	committed bool  // Commit succeeded
+	tried     bool  // Commit was called: a failed one may have taken effect
 	synced    int64 // size at the last successful Sync
 	records   int   // records in the blocks written, as w says between sink calls
 
