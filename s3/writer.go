@@ -364,9 +364,13 @@ func (w *Writer) Close(ctx context.Context) error {
 	if w.closed {
 		ch := w.closeErr
 		w.mu.Unlock()
-		err := <-ch
-		ch <- err
-		return err
+		select {
+		case err := <-ch:
+			ch <- err
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("dlqdump: s3: close: the first Close has not returned: %w", ctx.Err())
+		}
 	}
 	w.closed = true
 	w.closeErr = make(chan error, 1)
@@ -420,10 +424,13 @@ func (st *spool) drain(ctx context.Context, target *uint64) error {
 		if target != nil {
 			upTo = *target
 		}
-		left, ch, last := upTo-min(st.popped, upTo), st.changed, st.lastErr
+		left, ch, last, stopped := upTo-min(st.popped, upTo), st.changed, st.lastErr, st.stopped
 		st.mu.Unlock()
 		if left == 0 {
 			return nil
+		}
+		if stopped {
+			return fmt.Errorf("dlqdump: s3: %d segments (%d bytes in the spool) not uploaded to s3://%s/%s: %w", left, st.backlog.Load(), st.bucket, st.prefix, dlqdump.ErrClosed)
 		}
 		select {
 		case <-ch:
