@@ -26,12 +26,31 @@
 // Items can carry headers (an Envelope, or a HeaderCarrier item): why they
 // were dead-lettered, where from, the last error.
 //
+// # Closing
+//
+// The Queue owns its Writer. Queue.Flush returns once the flushed segment is
+// stored where readers find it, and Queue.Close once every segment is, also
+// with a Writer that uploads in the background (s3.Writer): there is nothing
+// else to close. Queue.Shutdown(ctx) bounds that wait, whatever the sink
+// does: past the deadline (by 300ms at most) it stops and returns
+// a *ShutdownError that counts every record accepted and not stored, once,
+// by what became of it: not written (not in the dump; dumping it again
+// stores it once), written but not synced (in the open segment, which the
+// next NewQueue on the same sink publishes), held by the Writer for the next
+// start, or in doubt (inside a sink call that had not returned). A Durable
+// Enqueue still waiting gets its own record's fate: ErrNotWritten,
+// ErrNotSynced or ErrInDoubt. Queue.Stats tells committed segments from
+// stored ones.
+//
 // # What a crash can lose
 //
 // With Config.Durable, Enqueue returns only after the record is synced to
 // stable storage; concurrent callers share each sync. Every record whose
 // Enqueue returned nil survives kill -9 and power loss: the fs sink's Recover
-// seals the segment left open on the next start.
+// seals the segment left open on the next start. A failed sync is never
+// retried in place: the segment is cut back to its last good sync and every
+// block written since is written again. NewQueue refuses Durable with a
+// Writer that cannot sync (an s3.Writer without SpoolDir).
 //
 // Without Durable (the default), Enqueue returns as soon as the record is in
 // memory. Then:

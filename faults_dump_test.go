@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,8 @@ func TestFaultsDump(t *testing.T) {
 // faultsSelection reads DLQDUMP_FAULTS: empty for CI's sample of every
 // scenario, "all" for every point of every scenario, "SCENARIO" for CI's
 // sample of one, "SCENARIO@all" for every point of one, "SCENARIO@POINT"
-// for one point.
+// for one point, "SCENARIO@FIRST,SECOND" for a second fault after a first
+// (as the log names it: "at FIRST then SECOND").
 func faultsSelection(v string) (sel dumpfaults.Selection, only string, err error) {
 	if v == "" {
 		return dumpfaults.CI, "", nil
@@ -116,12 +118,16 @@ func faultsSelection(v string) (sel dumpfaults.Selection, only string, err error
 	case ps == "all":
 		return dumpfaults.Every, only, nil
 	}
-	p, err := faults.ParsePoint(ps)
-	if err != nil {
-		return sel, "", fmt.Errorf("DLQDUMP_FAULTS=%s: want all, SCENARIO, SCENARIO@all or SCENARIO@POINT: %w", v, err)
+	var points []faults.Point
+	for _, s := range strings.Split(ps, ",") {
+		p, err := faults.ParsePoint(s)
+		if err != nil {
+			return sel, "", fmt.Errorf("DLQDUMP_FAULTS=%s: want all, SCENARIO, SCENARIO@all, SCENARIO@POINT or SCENARIO@FIRST,SECOND: %w", v, err)
+		}
+		points = append(points, p)
 	}
 	sel = dumpfaults.Every
-	sel.Match = func(q faults.Point) bool { return q == p }
+	sel.Match = func(q faults.Point) bool { return slices.Contains(points, q) }
 	return sel, only, nil
 }
 

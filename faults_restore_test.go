@@ -21,7 +21,7 @@ func init() {
 // DLQDUMP_RESTORE_FAULTS_FULL=1) runs every point and every boundary. One
 // point alone:
 //
-//	DLQDUMP_RESTORE_FAULTS='Record.Write#3/lost' go test -run TestFaultsRestore -v
+//	DLQDUMP_RESTORE_FAULTS='Reader.WriteRecord#3/lost' go test -run TestFaultsRestore -v
 func TestFaultsRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the fault enumeration runs hundreds of restores")

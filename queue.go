@@ -58,6 +58,8 @@ type Queue struct {
 	abandoned bool     // Shutdown gave up: the loop starts no sink call
 	reported  bool     // Shutdown counted the loop's state: the loop changes none of it
 
+	commitInDoubt bool // set by Shutdown's count: the open segment's Commit may have taken effect
+
 	pending  atomic.Int64 // bytes accepted, not yet written
 	records  atomic.Uint64
 	segments atomic.Uint64
@@ -109,6 +111,7 @@ type openSegment struct {
 	opened    time.Time
 	footer    bool  // the footer is written, Commit pending
 	committed bool  // Commit succeeded
+	tried     bool  // Commit was called: a failed one may have taken effect
 	synced    int64 // size at the last successful Sync
 	records   int   // records in the blocks written, as w says between sink calls
 
@@ -291,17 +294,17 @@ func (q *Queue) Enqueue(x any) error {
 // (sink.BacklogWatcher).
 func (q *Queue) waitRoomLocked(size int64) error {
 	limit := int64(q.c.MaxPending)
-	if n, _ := q.usedLocked(); n == 0 || n+size <= limit {
+	if n, _ := q.used(); n == 0 || n+size <= limit {
 		return nil
 	}
 	if q.c.EnqueueTimeout < 0 {
-		n, _ := q.usedLocked()
+		n, _ := q.used()
 		return q.backpressureErr(n, 0)
 	}
 	t := time.NewTimer(q.c.EnqueueTimeout)
 	defer t.Stop()
 	for {
-		n, changed := q.usedLocked()
+		n, changed := q.used()
 		if n == 0 || n+size <= limit {
 			return nil
 		}
@@ -321,19 +324,19 @@ func (q *Queue) waitRoomLocked(size int64) error {
 			return ErrClosed
 		}
 		if timedOut {
-			if n, _ := q.usedLocked(); n == 0 || n+size <= limit {
+			if n, _ := q.used(); n == 0 || n+size <= limit {
 				return nil
 			}
-			n, _ := q.usedLocked()
+			n, _ := q.used()
 			return q.backpressureErr(n, q.c.EnqueueTimeout)
 		}
 	}
 }
 
-// usedLocked returns the bytes that count against MaxPending (pending plus
-// the Writer's backlog) and a channel closed when the backlog changes (nil
-// when the Writer does not say).
-func (q *Queue) usedLocked() (int64, <-chan struct{}) {
+// used returns the bytes that count against MaxPending (pending plus the
+// Writer's backlog) and a channel closed when the backlog changes (nil when
+// the Writer does not say).
+func (q *Queue) used() (int64, <-chan struct{}) {
 	n := q.pending.Load()
 	switch {
 	case q.watcher != nil:
@@ -451,9 +454,7 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 // Size returns the bytes accepted but not yet written, plus the Writer's
 // backlog (see sink.Backlogger). It implements queue.Interface.
 func (q *Queue) Size() int {
-	q.mu.Lock()
-	n, _ := q.usedLocked()
-	q.mu.Unlock()
+	n, _ := q.used()
 	return int(n)
 }
 

@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,9 +10,10 @@ import (
 )
 
 // shutdownGrace is how long Shutdown, once its context is done, still waits
-// for a sink call (or the Writer's Close) to return before it answers
-// without it: the "little" by which Shutdown may pass its deadline. A call
-// that honours the context it was given returns within it.
+// for the writer loop's sink call, the release of the open segment and the
+// Writer's Close, each, before it answers without them: Shutdown returns at
+// most three times that past its deadline. A call that honours the context
+// it was given returns within it.
 const shutdownGrace = 100 * time.Millisecond
 
 // Flush seals the open segment with everything enqueued before the call and
@@ -57,8 +59,8 @@ func (q *Queue) Close() error {
 
 // Shutdown is Close bounded by ctx. It returns nil only when every record
 // accepted is stored where readers find it. If ctx ends first, the Queue
-// stops anyway, within a moment (shutdownGrace) even if a sink call never
-// returns, and the error is a *ShutdownError counting the records not stored
+// stops anyway, at most 300ms later even if a sink call never returns (the
+// writer goroutine then ends when that call returns), and the error is a *ShutdownError counting the records not stored
 // by what became of them: not written, written but not synced (the next
 // start publishes them), held by the Writer, or in doubt. Durable callers
 // still waiting get the error of their own record (ErrNotWritten,
@@ -87,7 +89,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 	se := &ShutdownError{}
 	if err := q.closeWriter(ctx); err != nil {
 		se.Err = err
-		q.countHeld(se)
+		q.countHeld(se, err)
 		return q.shutdownErr(se)
 	}
 	return nil
@@ -141,10 +143,8 @@ func (q *Queue) abandon(ctx context.Context) error {
 		case <-time.After(shutdownGrace):
 		}
 	}
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-	defer cancel()
-	werr := q.closeWriter(gctx)
-	q.countHeld(se)
+	werr := q.closeWriter(ctx) // ctx is done: the Writer gives up at once, or shutdownGrace later it is given up on
+	q.countHeld(se, werr)
 	se.Err = ctx.Err()
 	if werr != nil {
 		se.Err = fmt.Errorf("%w; writer: %w", se.Err, werr)
@@ -179,6 +179,10 @@ func (q *Queue) accountLocked() *ShutdownError {
 		doubt[b] = true
 	}
 	s := q.seg
+	// The open segment's records are in doubt while its Commit runs, and
+	// after a Commit that failed, which may have taken effect (the sink
+	// contract lets a retry find it done), unless the segment is left for
+	// recovery: then they are stored once either way.
 	commitInDoubt := q.calling == opCommit
 	var openKept bool // the open segment is left for recovery
 	if s != nil {
@@ -186,14 +190,18 @@ func (q *Queue) accountLocked() *ShutdownError {
 			doubt[b] = true
 		}
 		_, openKept = s.sw.(io.Closer)
+		commitInDoubt = commitInDoubt || s.tried && !s.committed && !openKept
 		if !commitInDoubt && !s.committed {
 			if n := s.records; openKept {
 				se.NotSynced += n
 			} else {
 				se.NotWritten += n
 			}
+		} else if commitInDoubt && q.calling != opCommit {
+			se.InDoubt += s.records
 		}
 	}
+	q.commitInDoubt = commitInDoubt
 	for b := range doubt {
 		se.InDoubt += b.count
 	}
@@ -254,21 +262,35 @@ func (q *Queue) accountLocked() *ShutdownError {
 // countHeld adds to se the records in committed segments that the Writer
 // holds, not stored, as it says after its Close (sink.BacklogWatcher): the
 // last of the segments this Queue committed, since it stores them in order.
-func (q *Queue) countHeld(se *ShutdownError) {
+// Those on disk are held for the next start. Those in memory are lost once
+// the Writer stopped, except the oldest ones whose upload was under way
+// (Backlog.Uncertain), in doubt; until it stops (its Close has not returned,
+// or returned without stopping it) it may still store them all: in doubt. A Commit in doubt may have added a
+// segment to the backlog that this Queue does not count as committed: then
+// the oldest of those it does may be stored instead, in doubt too.
+func (q *Queue) countHeld(se *ShutdownError, werr error) {
 	if q.watcher == nil {
 		return
 	}
 	bl := q.watcher.WatchBacklog()
-	n := min(max(bl.Segments, 0), len(q.held))
-	var recs int
-	for _, r := range q.held[len(q.held)-n:] {
-		recs += r
+	held := q.held[len(q.held)-min(max(bl.Segments, 0), len(q.held)):]
+	unsure := max(bl.Uncertain, 0)
+	if q.commitInDoubt {
+		unsure++
 	}
-	if bl.Persistent {
-		se.Held += recs
-		se.HeldSegments += n
-	} else {
-		se.NotWritten += recs
+	if !bl.Stopped || errors.Is(werr, errNoAnswer) {
+		unsure = len(held)
+	}
+	for i, r := range held {
+		switch {
+		case bl.Persistent:
+			se.Held += r
+			se.HeldSegments++
+		case i < unsure:
+			se.InDoubt += r
+		default:
+			se.NotWritten += r
+		}
 	}
 }
 
@@ -303,6 +325,9 @@ func callBounded(ctx context.Context, fn func(context.Context) error) error {
 	case err := <-res:
 		return err
 	case <-t.C:
-		return fmt.Errorf("%w (the Writer had not returned %s later)", ctx.Err(), shutdownGrace)
+		return fmt.Errorf("%w: %w", errNoAnswer, ctx.Err())
 	}
 }
+
+// errNoAnswer: the Writer had not returned shutdownGrace after the deadline.
+var errNoAnswer = fmt.Errorf("the Writer had not returned %s after the deadline", shutdownGrace)

@@ -305,6 +305,7 @@ func (q *Queue) seal(reason string) error {
 	}
 	start := time.Now()
 	records := s.records
+	s.tried = true
 	gone, err := q.call(opCommit, nil, records, func() error { return s.sw.Commit(q.ctx) })
 	if err == nil {
 		s.committed = true

@@ -46,20 +46,34 @@
 // Commit hands the segment to a bounded spool, in memory or, with
 // Writer.SpoolDir, on local disk where it survives restarts. The spool's
 // bytes are the Writer's Backlog, which the Queue adds to its Rate and
-// backpressure. Close the Writer after the Queue to wait for the uploads.
+// backpressure; an Enqueue waiting for room wakes as soon as the spool
+// drains.
+//
+// The Queue owns the Writer: Queue.Flush returns once the flushed segment is
+// uploaded, and Queue.Close and Shutdown close the Writer and return once
+// every segment is uploaded, or, at Shutdown's deadline, with a
+// *dlqdump.ShutdownError counting the records not uploaded (lost with a
+// memory spool, held for the next start with SpoolDir). Queue.Stats tells the
+// committed segments from the stored ones. Closing the Writer yourself is not
+// needed, and harmless after the Queue.
 //
 // # Durable mode
 //
 // With S3, Durable (dlqdump.Config.Durable) means durable on the local disk:
 // it requires Writer.SpoolDir, where the Queue's Sync calls fsync; the
 // segment reaches S3 later, after a crash by Writer.Recover. Without
-// SpoolDir, Sync fails with an error wrapping dlqdump.ErrConfig.
+// SpoolDir, dlqdump.NewQueue refuses a Durable config with an error wrapping
+// dlqdump.ErrConfig that names s3.Writer.SpoolDir.
 //
 // # Retries
 //
 // Transient failures (5xx, SlowDown and other throttling, timeouts,
 // refused or reset connections) are retried with exponential backoff and
-// full jitter (see Retry), on top of the client's own retryer. Background
-// uploads are retried until they succeed or the Writer is closed. Errors of
-// S3 calls are *OpError values naming the operation, bucket and key.
+// full jitter (see Retry); the client's own retryer is held to one attempt
+// per call. Background uploads are retried until they succeed or the Writer
+// is closed. Errors of S3 calls are *OpError values naming the operation,
+// bucket and key.
+//
+// A Writer and a Reader may share one client: each makes its own copy of it
+// (one attempt per call), sharing no mutable state with the caller's.
 package s3

@@ -35,17 +35,20 @@ func Example() {
 		o.UsePathStyle = true
 	})
 
-	// Dump: the Writer uploads sealed segments in the background.
+	// Dump: the Writer uploads sealed segments in the background; the Queue
+	// owns it.
 	w := &s3.Writer{Client: client, Bucket: "dead-letters", Prefix: "orders/", SpoolDir: "/var/lib/app/dlq-spool"}
 	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 32 * dlqdump.Megabyte})
 	if err != nil {
 		log.Fatal(err)
 	}
 	_ = q.Enqueue("a dead letter")
-	_ = q.Close() // seals and commits the last segment
+	// Shutdown returns once every segment is uploaded, or at the deadline
+	// with a *dlqdump.ShutdownError counting what is not (with SpoolDir,
+	// held there for the next start).
 	closeCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := w.Close(closeCtx); err != nil { // waits for the uploads
+	if err := q.Shutdown(closeCtx); err != nil {
 		log.Print(err)
 	}
 
@@ -61,7 +64,8 @@ func Example() {
 
 // The Writer's backlog is what is committed but not yet in S3; the Queue
 // adds it to its Rate, so a dashboard or the source queue sees an outage.
-// Close the Writer after the Queue: it waits for the uploads.
+// Queue.Close returns once the backlog is uploaded: the Queue closes the
+// Writer.
 func ExampleWriter_Backlog() {
 	w := &s3.Writer{Client: fakeServer.Client(), Bucket: fakeServer.Bucket, Prefix: "example/"}
 	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 4 * dlqdump.Megabyte, MaxPending: 64 * dlqdump.Megabyte})
@@ -71,11 +75,11 @@ func ExampleWriter_Backlog() {
 	for i := range 1000 {
 		_ = q.Enqueue(fmt.Sprintf("dead letter %d", i))
 	}
-	_ = q.Close()
-	if err := w.Close(context.Background()); err != nil {
+	if err := q.Close(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("uploaded:", w.Stats().Uploaded, "backlog:", w.Backlog())
+	st := q.Stats()
+	fmt.Println("uploaded:", w.Stats().Uploaded, "backlog:", w.Backlog(), "committed:", st.Segments, "stored:", st.Stored)
 	// Output:
-	// uploaded: 1 backlog: 0
+	// uploaded: 1 backlog: 0 committed: 1 stored: 1
 }

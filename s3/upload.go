@@ -49,27 +49,33 @@ func (u *upload) metadata() map[string]string {
 // the object is there already, put succeeds if it is u itself (same size and
 // checksum: an earlier attempt whose answer was lost) and fails with
 // ErrConflict otherwise. Segments above the multipart threshold go up in
-// parts, in parallel; a failed multipart upload is aborted. bounded says
-// whether transient failures are retried up to Retry.MaxAttempts or until
-// ctx is done.
+// parts, in parallel; a failed multipart upload is aborted, and once the
+// segment is stored every other unfinished upload of its key is too (see
+// abortOthers). bounded says whether transient failures are retried up to
+// Retry.MaxAttempts or until ctx is done.
 func (s *store) put(ctx context.Context, u *upload, bounded bool) error {
-	var err error
 	if u.size > s.multipartThreshold {
-		err = s.putMultipart(ctx, u, bounded)
-	} else {
-		err = s.call(ctx, "PutObject", u.key, u.size, bounded, func(ctx context.Context) error {
-			_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
-				Bucket:        &s.bucket,
-				Key:           &u.key,
-				Body:          io.NewSectionReader(u.body, 0, u.size),
-				ContentLength: aws.Int64(u.size),
-				ContentType:   aws.String("application/octet-stream"),
-				IfNoneMatch:   aws.String("*"),
-				Metadata:      u.metadata(),
-			})
-			return err
-		})
+		err := s.putMultipart(ctx, u, bounded)
+		if err != nil && preconditionFailed(err) {
+			err = s.checkExisting(ctx, u, bounded, err)
+		}
+		if err == nil {
+			s.abortOthers(ctx, u.key)
+		}
+		return err
 	}
+	err := s.call(ctx, "PutObject", u.key, u.size, bounded, func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
+			Bucket:        &s.bucket,
+			Key:           &u.key,
+			Body:          io.NewSectionReader(u.body, 0, u.size),
+			ContentLength: aws.Int64(u.size),
+			ContentType:   aws.String("application/octet-stream"),
+			IfNoneMatch:   aws.String("*"),
+			Metadata:      u.metadata(),
+		})
+		return err
+	})
 	if err == nil || !preconditionFailed(err) {
 		return err
 	}
@@ -100,6 +106,20 @@ func (s *store) checkExisting(ctx context.Context, u *upload, bounded bool, caus
 func (s *store) putMultipart(ctx context.Context, u *upload, bounded bool) error {
 	partSize := max(s.partSize, (u.size+maxParts-1)/maxParts)
 	var id string
+	completed := false
+	defer func() {
+		if completed {
+			return
+		}
+		if id != "" {
+			s.abortMultipart(ctx, u.key, id)
+		}
+		if ctx.Err() != nil {
+			// Giving up: a CreateMultipartUpload cut off by ctx may
+			// have taken effect unseen; nobody would retry it.
+			s.abortOthers(ctx, u.key)
+		}
+	}()
 	err := s.call(ctx, "CreateMultipartUpload", u.key, 0, bounded, func(ctx context.Context) error {
 		out, err := s.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
 			Bucket:      &s.bucket,
@@ -115,12 +135,6 @@ func (s *store) putMultipart(ctx context.Context, u *upload, bounded bool) error
 	if err != nil {
 		return err
 	}
-	completed := false
-	defer func() {
-		if !completed {
-			s.abortMultipart(ctx, u.key, id)
-		}
-	}()
 
 	n := int((u.size + partSize - 1) / partSize)
 	parts := make([]types.CompletedPart, n)
@@ -196,6 +210,46 @@ feed:
 		}
 	}
 	return err
+}
+
+// abortOthers aborts every unfinished multipart upload of key, once the
+// segment is stored there: those of earlier attempts whose
+// CreateMultipartUpload took effect but whose answer was lost, and those of a
+// process that died during an upload of the same segment (its spool is
+// uploaded again on the next start). Names are unique per segment, so nobody
+// else uploads under key. Bounded in time even if ctx is done; a failure is
+// logged, and a bucket lifecycle rule for incomplete uploads removes what is
+// left.
+func (s *store) abortOthers(ctx context.Context, key string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var keyMarker, idMarker *string
+	for {
+		var out *awss3.ListMultipartUploadsOutput
+		err := s.call(actx, "ListMultipartUploads", key, 0, true, func(ctx context.Context) error {
+			var err error
+			out, err = s.client.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &key,
+				KeyMarker: keyMarker, UploadIdMarker: idMarker})
+			if apiCode(err) == "NoSuchUpload" { // gofakes3: no upload ever in the bucket
+				out, err = &awss3.ListMultipartUploadsOutput{}, nil
+			}
+			return err
+		})
+		if err != nil {
+			s.log.Warn("listing unfinished multipart uploads of a stored segment failed; a bucket lifecycle rule for incomplete uploads removes them", "key", key, "error", err)
+			return
+		}
+		for _, mu := range out.Uploads {
+			if aws.ToString(mu.Key) == key {
+				s.log.Debug("aborting an unfinished multipart upload of a stored segment", "key", key, "upload", aws.ToString(mu.UploadId))
+				s.abortMultipart(actx, key, aws.ToString(mu.UploadId))
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextKeyMarker == nil && out.NextUploadIdMarker == nil {
+			return
+		}
+		keyMarker, idMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
 }
 
 // abortMultipart aborts an upload, bounded in time even if ctx is done, so

@@ -142,6 +142,8 @@ type spool struct {
 	uploaded uint64
 	pushed   uint64 // items queued so far
 	popped   uint64 // items done so far (uploaded, or gone from the spool directory)
+	tried    bool   // an upload of the head item was attempted: S3 may have it
+	stopped  bool   // the uploader has ended
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -291,7 +293,17 @@ func (w *Writer) WatchBacklog() sink.Backlog {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return sink.Backlog{Segments: len(st.items), Bytes: st.backlog.Load(), Persistent: st.fsw != nil, LastError: st.lastErr, Changed: st.changed}
+	return sink.Backlog{Segments: len(st.items), Bytes: st.backlog.Load(), Uncertain: st.uncertainLocked(),
+		Persistent: st.fsw != nil, Stopped: st.stopped, LastError: st.lastErr, Changed: st.changed}
+}
+
+// uncertainLocked returns how many held items S3 may have already: the head,
+// once an upload of it was attempted.
+func (st *spool) uncertainLocked() int {
+	if st.tried && len(st.items) > 0 {
+		return 1
+	}
+	return 0
 }
 
 // neverChanges is the Changed channel of a Writer not started: its backlog
@@ -352,9 +364,13 @@ func (w *Writer) Close(ctx context.Context) error {
 	if w.closed {
 		ch := w.closeErr
 		w.mu.Unlock()
-		err := <-ch
-		ch <- err
-		return err
+		select {
+		case err := <-ch:
+			ch <- err
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("dlqdump: s3: close: the first Close has not returned: %w", ctx.Err())
+		}
 	}
 	w.closed = true
 	w.closeErr = make(chan error, 1)
@@ -376,16 +392,27 @@ func (w *Writer) close(ctx context.Context, st *spool) error {
 	err := st.drain(ctx, nil)
 	st.cancel()
 	<-st.done
+	st.mu.Lock()
+	st.stopped = true
+	st.notifyLocked()
+	st.mu.Unlock()
 	if err == nil {
 		return nil
 	}
 	st.mu.Lock()
-	n, b := len(st.items), st.backlog.Load()
+	n, b, unsure := len(st.items), st.backlog.Load(), st.uncertainLocked()
 	st.mu.Unlock()
 	if st.fsw != nil {
 		return fmt.Errorf("dlqdump: s3: close: %d segments (%d bytes) not uploaded; they stay in %s and are uploaded on the next start: %w", n, b, w.SpoolDir, err)
 	}
-	return fmt.Errorf("dlqdump: s3: close: %d segments (%d bytes) held in memory were not uploaded and are lost: %w", n, b, err)
+	var what []string
+	if n > unsure {
+		what = append(what, fmt.Sprintf("%d segments held in memory were not uploaded and are lost", n-unsure))
+	}
+	if unsure > 0 {
+		what = append(what, fmt.Sprintf("%d segment whose upload was under way may or may not be stored", unsure))
+	}
+	return fmt.Errorf("dlqdump: s3: close: %s (%d bytes): %w", strings.Join(what, "; "), b, err)
 }
 
 // drain waits until the items pushed up to *target are done (uploaded, in
@@ -397,10 +424,13 @@ func (st *spool) drain(ctx context.Context, target *uint64) error {
 		if target != nil {
 			upTo = *target
 		}
-		left, ch, last := upTo-min(st.popped, upTo), st.changed, st.lastErr
+		left, ch, last, stopped := upTo-min(st.popped, upTo), st.changed, st.lastErr, st.stopped
 		st.mu.Unlock()
 		if left == 0 {
 			return nil
+		}
+		if stopped {
+			return fmt.Errorf("dlqdump: s3: %d segments (%d bytes in the spool) not uploaded to s3://%s/%s: %w", left, st.backlog.Load(), st.bucket, st.prefix, dlqdump.ErrClosed)
 		}
 		select {
 		case <-ch:
@@ -523,6 +553,7 @@ func (st *spool) pop(it *item, uploaded bool) {
 	delete(st.queued, it.qid)
 	st.backlog.Add(-it.size)
 	st.popped++
+	st.tried = false
 	if uploaded {
 		st.uploaded++
 		st.lastErr = nil
@@ -551,6 +582,9 @@ func (st *spool) run() {
 func (st *spool) upload(it *item) (uploaded bool, err error) {
 	ctx := st.ctx
 	for attempt := 1; ; attempt++ {
+		st.mu.Lock()
+		st.tried = true
+		st.mu.Unlock()
 		err := st.uploadOnce(ctx, it)
 		if err == nil {
 			return true, nil

@@ -147,10 +147,10 @@ func (b *Block) Release() {
 // next call goes on with the next intact block; b then holds no records. Do
 // not mix it with Next on the same Reader.
 //
-// The records are decoded into new memory, one allocation of the block's raw
-// size: the records of the block b held before stay valid, for as long as
-// something refers to them. b's index storage is reused. For several blocks
-// decoded ahead on other goroutines, use a Stream.
+// The records end in new memory, one allocation of the block's raw size: the
+// records of the block b held before stay valid, for as long as something
+// refers to them. b's index storage is reused. For several blocks decoded
+// ahead on other goroutines, use a Stream.
 func (r *Reader) ReadBlock(b *Block) error {
 	b.Release()
 	b.raw, b.start, b.info = nil, 0, BlockInfo{}
@@ -159,7 +159,8 @@ func (r *Reader) ReadBlock(b *Block) error {
 	if err != nil {
 		return err
 	}
-	raw, index, err := decodeJob(&j, nil, b.index, true)
+	raw, index, scratch, err := decodeFresh(&j, r.raw, b.index)
+	r.raw = scratch
 	b.index = index[:0]
 	if err != nil {
 		return r.corrupt(j.info.Offset, j.idx, fmt.Errorf("%w: %v", ErrCorrupt, err))

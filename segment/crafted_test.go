@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -233,5 +235,94 @@ func TestReadBlockManyRecords(t *testing.T) {
 	})
 	if n > rawLen+8*rawLen/3+1<<20 {
 		t.Errorf("ReadBlock of a block of %d records in %d bytes allocated %d bytes", rawLen/3, rawLen, n)
+	}
+}
+
+// TestCraftedUnsizedZstd reads blocks whose zstd frame does not say how
+// long it decodes to (this package's writer always says it; a streaming
+// encoder does not): they read when the block header's raw length is true,
+// and when it is not, what is allocated follows what the frame decodes to,
+// never the length the header claims.
+func TestCraftedUnsizedZstd(t *testing.T) {
+	var bb BlockBuilder
+	for i := range 200 {
+		bb.Add(7, append([]byte{0}, bytes.Repeat([]byte{byte('a' + i%26)}, 50)...))
+	}
+	raw := bb.Raw()
+	// A single-segment frame with its content size, made into one with a
+	// window and no content size.
+	sized := compress(t, CodecZstd, raw)
+	var h zstd.Header
+	if err := h.Decode(sized); err != nil || !h.SingleSegment || !h.HasFCS {
+		t.Fatalf("frame header %+v, %v", h, err)
+	}
+	fhd := sized[4] &^ 0xe0                                                               // no content size, not single segment
+	stored := append(append(slices.Clone(sized[:4]), fhd, 4<<3), sized[h.HeaderSize:]...) // window 16 KiB
+	if len(raw) > 16<<10 {
+		t.Fatalf("%d raw bytes", len(raw))
+	}
+	if err := h.Decode(stored); err != nil || h.HasFCS {
+		t.Fatalf("frame header %+v, %v: want one without a content size", h, err)
+	}
+	blk := func(rawLen uint32) []byte {
+		return craftSegment(CodecZstd, &craftedBlock{codec: CodecZstd, count: 200, rawLen: rawLen, stored: stored, storedLen: -1, base: 7, min: 7, max_: 7})
+	}
+	recs, errs := readCrafted(t, blk(uint32(len(raw))), nil)
+	if len(errs) != 0 || len(recs) != 200 {
+		t.Fatalf("true raw length: %d records, errors %v", len(recs), errs)
+	}
+	checkStream(t, blk(uint32(len(raw))), nil)
+	for _, rawLen := range []uint32{MaxBlockSize, 1 << 20, uint32(len(raw)) + 1, uint32(len(raw)) - 1} {
+		data := blk(rawLen)
+		n := allocated(func() { recs, errs = readCrafted(t, data, &ReaderOptions{Name: "unsized"}) })
+		if len(recs) != 0 || len(errs) != 1 || !errors.Is(errs[0], ErrCorrupt) {
+			t.Fatalf("raw length %d: records %d, errors %v", rawLen, len(recs), errs)
+		}
+		checkCorruptError(t, errs[0], "unsized")
+		if n > 1<<20 {
+			t.Errorf("a block of %d stored bytes decoding to %d, claiming %d, made the reader allocate %d bytes", len(stored), len(raw), rawLen, n)
+		}
+		checkStream(t, data, &ReaderOptions{Name: "unsized"})
+	}
+}
+
+// TestResyncBounded reads an unsealed segment whose every 64 bytes start a
+// plausible block header that claims the rest of the file, with a wrong
+// checksum: looking for an intact block after each would checksum the file
+// quadratically often. The reader gives up once it has checksummed twice the
+// file and two blocks, and says so.
+func TestResyncBounded(t *testing.T) {
+	const size = 1 << 20
+	seg := craftSegment(CodecNone)
+	le := binary.LittleEndian
+	for len(seg) < size {
+		h := make([]byte, 64)
+		le.PutUint32(h, blockMagic)
+		h[4] = blockTypeData
+		rest := uint32(size - len(seg) - BlockHeaderSize)
+		le.PutUint32(h[8:], 1)
+		le.PutUint32(h[12:], rest)
+		le.PutUint32(h[16:], rest)
+		seg = append(seg, h...)
+	}
+	seg = seg[:size]
+	for _, maxBlock := range []int{0, 64 << 10} {
+		r, err := NewReader(bytes.NewReader(seg), size, &ReaderOptions{Name: "resync", MaxBlockSize: maxBlock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		for range size {
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			checkCorruptError(t, err, "resync")
+			errs = append(errs, err)
+		}
+		if limit := r.resyncBudget() + size; r.resyncs > limit || len(errs) < 2 || !strings.Contains(errs[len(errs)-1].Error(), "gave up") {
+			t.Fatalf("max block %d: checksummed %d bytes (limit %d), errors %v", maxBlock, r.resyncs, limit, errs)
+		}
+		checkStream(t, seg, &ReaderOptions{Name: "resync", MaxBlockSize: maxBlock})
 	}
 }

@@ -85,6 +85,31 @@ func decodeJob(j *blockJob, buf []byte, index []uint32, wantIndex bool) (raw []b
 	return raw, index, nil
 }
 
+// maxScratch is the largest block decodeFresh decodes in a reused buffer
+// before copying it out.
+const maxScratch = 1 << 20
+
+// decodeFresh is decodeJob into new memory of the block's own, filling index
+// (reusing its storage). A block of at most maxScratch raw bytes is decoded
+// into scratch, whose memory is in the cache (new memory is not:
+// decompressing into it is slower, and Go zeroes it first), checked there,
+// and copied out by an append, which does not zero what it copies over. It
+// returns scratch, to be passed again.
+func decodeFresh(j *blockJob, scratch []byte, index []uint32) (raw []byte, _ []uint32, _ []byte, err error) {
+	if int(j.info.RawLen)+decodeSlack > maxScratch {
+		raw, index, err = decodeJob(j, nil, index, true)
+		return raw, index, scratch, err
+	}
+	raw, index, err = decodeJob(j, scratch, index, true)
+	if cap(raw) > 0 {
+		scratch = raw[:0]
+	}
+	if err != nil {
+		return nil, index, scratch, err
+	}
+	return append([]byte(nil), raw...), index, scratch, nil
+}
+
 // grow returns buf if its capacity is at least n, else new memory of n bytes.
 func grow(buf []byte, n int) []byte {
 	if cap(buf) >= n {

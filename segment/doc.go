@@ -23,4 +23,21 @@
 // are still read. A segment without a valid footer (its writer died) is
 // unsealed but readable block by block; Scan finds its intact prefix and Seal
 // completes it.
+//
+// Blocks: Reader.ReadBlock and a Stream return each block as a Block, one
+// buffer of the block's raw bytes that its records point into, without a copy
+// per record. A Stream reads blocks ahead and decodes them on several
+// goroutines, delivering them in order; the consumer releases each block when
+// done. Reading ahead is bounded in bytes (StreamOptions.ReadAhead).
+//
+// Bounds on hostile input: memory never depends on the number of records (a
+// Reader keeps no per-record state, a Block one 4-byte offset per 16
+// records), so what reading a segment holds at once is about one block of at
+// most ReaderOptions.MaxBlockSize raw bytes (64 MiB by default, which every
+// segment written by this package fits), plus what a Stream reads ahead. The
+// work is linear in the raw bytes, and looking for intact blocks after damage
+// is bounded by twice the segment's size. ReaderOptions.MaxExpansion bounds
+// the raw bytes by a multiple of the segment's size, for segments that are
+// not trusted to hold only realistic data: then memory and work follow the
+// file's bytes, however small its records.
 package segment

@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,46 @@ func ExampleReader() {
 	// 0 09:26:53 reason=timeout {"order":1000}
 	// 1 09:26:54 reason=nack {"order":1001}
 	// 2 09:26:55 reason=poison {"order":1002}
+}
+
+// ExampleStream restores a segment as the Restorer does: blocks decoded
+// ahead on several goroutines, delivered in order, each released when its
+// records are handled; a checkpoint after each block says where to resume.
+func ExampleStream() {
+	data := exampleSegment()
+	r, err := segment.NewReader(bytes.NewReader(data), int64(len(data)), &segment.ReaderOptions{Name: "example.dlq"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// r.Seek(checkpoint) here resumes where a previous run stopped.
+	s := segment.NewStream(r, nil) // GOMAXPROCS workers, 4 MiB read ahead
+	defer s.Close()
+	var checkpoint segment.Position
+	for {
+		b, err := s.Next(context.Background())
+		var ce *segment.CorruptError
+		switch {
+		case err == io.EOF: // the bare sentinel: the end of the segment
+			fmt.Println("at end:", s.AtEnd(), "resume at:", checkpoint)
+			return
+		case errors.As(err, &ce):
+			fmt.Println("damaged block at offset", ce.Offset)
+			continue // the next call goes on with the next intact block
+		case err != nil:
+			log.Fatal(err) // I/O error or ctx's: stop; resume at checkpoint
+		}
+		for rec := range b.Records() {
+			// To stop here: resume at Position{Offset: b.Info().Offset, Seq: rec.Seq}.
+			fmt.Printf("%d %s\n", rec.Seq, rec.Payload)
+		}
+		checkpoint = b.Next()
+		b.Release() // its bytes no longer count against the read-ahead
+	}
+	// Output:
+	// 0 {"order":1000}
+	// 1 {"order":1001}
+	// 2 {"order":1002}
+	// at end: true resume at: {200 3}
 }
 
 func exampleSegment() []byte {

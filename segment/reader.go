@@ -149,11 +149,11 @@ func (r *Reader) Pos() Position {
 // Seek makes Next continue from pos, as returned by Pos (possibly by another
 // Reader of the same segment) or Block.Next.
 func (r *Reader) Seek(pos Position) error {
+	if err := r.checkSeek(pos); err != nil {
+		return err
+	}
 	if pos.Offset == 0 && pos.Seq == 0 {
 		pos.Offset = HeaderSize
-	}
-	if pos.Offset < HeaderSize || pos.Offset > r.end {
-		return fmt.Errorf("dlqdump: segment %s: seek to offset %d outside the blocks [%d, %d]", r.name, pos.Offset, HeaderSize, r.end)
 	}
 	r.next, r.seq, r.skipSeq = pos.Offset, 0, pos.Seq
 	r.dropBlock()
@@ -163,6 +163,18 @@ func (r *Reader) Seek(pos Position) error {
 		// Keep block indexes exact for errors.
 		bl := r.footer.Blocks
 		r.nblock = sort.Search(len(bl), func(i int) bool { return bl[i].Offset >= pos.Offset })
+	}
+	return nil
+}
+
+// checkSeek returns the error Seek(pos) would return. It reads only what
+// NewReader set, so a Stream may call it while its goroutines read.
+func (r *Reader) checkSeek(pos Position) error {
+	if pos.Offset == 0 && pos.Seq == 0 {
+		return nil
+	}
+	if pos.Offset < HeaderSize || pos.Offset > r.end {
+		return fmt.Errorf("dlqdump: segment %s: seek to offset %d outside the blocks [%d, %d]", r.name, pos.Offset, HeaderSize, r.end)
 	}
 	return nil
 }

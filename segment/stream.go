@@ -29,7 +29,9 @@ type StreamOptions struct {
 	// stored bytes of the blocks it has read and not yet delivered, and of
 	// those delivered and not yet released. A block larger than ReadAhead is
 	// read only when the consumer waits for it with no block ahead, so such
-	// blocks are decoded one at a time. Default DefaultReadAhead.
+	// blocks are decoded one at a time. Besides, each worker keeps a decode
+	// buffer of up to 1 MiB, and with Reuse up to ReadAhead bytes of
+	// released blocks are kept for reuse. Default DefaultReadAhead.
 	ReadAhead int
 	// Reuse makes the stream decode later blocks into the memory of
 	// released ones, saving an allocation of the block's size and the
@@ -76,7 +78,7 @@ type stream struct {
 	waiting bool    // the consumer waits for a block and none is queued
 	stored  bufList // storage for stored bytes, for the workers
 	raws    bufList // released blocks' memory, with reuse
-	err     error // a delivered I/O error: every later Next returns it
+	err     error   // a delivered I/O error: every later Next returns it
 	eof     bool
 	closed  bool
 	ready   chan struct{} // a slot was queued
@@ -101,7 +103,7 @@ type slot struct {
 }
 
 // slotCost is what a slot counts for besides its bytes.
-const slotCost = 256
+const slotCost = 512
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
@@ -230,10 +232,14 @@ func (s *Stream) Seek(pos Position) error {
 		return ErrStreamClosed
 	}
 	st.mu.Unlock()
+	// Checked first: once halted, the Reader is past what was read ahead.
+	if err := st.r.checkSeek(pos); err != nil {
+		return err
+	}
 	st.halt()
 	err := st.r.Seek(pos)
 	st.mu.Lock()
-	st.err, st.eof = nil, false
+	st.err, st.eof = err, false
 	st.mu.Unlock()
 	st.start()
 	return err
@@ -341,7 +347,8 @@ func (st *stream) read(ru *run) {
 		// next read.
 		n := len(j.stored)
 		switch {
-		case n > readAhead:
+		case n > readAhead && cap(r.big) <= n+n/4:
+			// Not much larger: a block's raw bytes may take it whole.
 			sl.buf, r.big = r.big, nil
 			sl.job.stored = j.stored
 		case info.Codec == CodecNone:
@@ -400,17 +407,20 @@ func (st *stream) enqueue(ru *run, sl *slot) bool {
 // decode is a worker: it decodes the blocks the reading goroutine queues.
 func (st *stream) decode(ru *run) {
 	defer ru.wg.Done()
+	var scratch []byte // this worker's decode buffer
 	for {
 		select {
 		case sl := <-ru.work:
-			st.decodeSlot(sl)
+			scratch = st.decodeSlot(sl, scratch)
 		case <-ru.stop:
 			return
 		}
 	}
 }
 
-func (st *stream) decodeSlot(sl *slot) {
+// decodeSlot decodes the block of sl, into scratch when it fits, and
+// returns scratch.
+func (st *stream) decodeSlot(sl *slot, scratch []byte) []byte {
 	j := &sl.job
 	var raw []byte
 	var index []uint32
@@ -419,11 +429,12 @@ func (st *stream) decodeSlot(sl *slot) {
 		raw = j.stored // its own memory already
 		index, err = checkRecords(raw, &j.info, j.base, nil, true)
 	} else {
-		var buf []byte
 		if st.reuse {
-			buf = st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
+			buf := st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
+			raw, index, err = decodeJob(j, buf, nil, true)
+		} else {
+			raw, index, scratch, err = decodeFresh(j, scratch, nil)
 		}
-		raw, index, err = decodeJob(j, buf, nil, true)
 		st.put(&st.stored, sl.buf, st.maxStored())
 		st.mu.Lock()
 		st.used -= int64(len(j.stored)) // the stored bytes are no longer held
@@ -441,6 +452,7 @@ func (st *stream) decodeSlot(sl *slot) {
 		sl.b = &Block{info: j.info, base: j.base, start: j.skip, raw: raw, index: index, charge: sl.charge}
 	}
 	close(sl.done)
+	return scratch
 }
 
 // release returns a released block's charge, and its memory with Reuse.
@@ -457,54 +469,4 @@ func (st *stream) release(b *Block) {
 	}
 	st.mu.Unlock()
 	b.raw, b.index = nil, nil
-}
-
-// rawBuf returns memory for n raw bytes: new, or a released block's with
-// Reuse.
-func (st *stream) rawBuf(n int) []byte {
-	if st.reuse {
-		return st.get(&st.raws, n)
-	}
-	return make([]byte, 0, n)
-}
-
-// maxStored caps the bytes of the stored bytes' buffers kept: a few for each
-// worker.
-func (st *stream) maxStored() int64 { return int64(2*st.workers+4) * readAhead }
-
-// bufList is buffers kept for reuse, and their total capacity.
-type bufList struct {
-	bufs  [][]byte
-	bytes int64
-}
-
-// get returns a buffer of l with room for n bytes, or a new one with room
-// for an eighth more, as the blocks of a segment differ by a few bytes.
-func (st *stream) get(l *bufList, n int) []byte {
-	st.mu.Lock()
-	for i, b := range l.bufs {
-		if cap(b) >= n {
-			last := len(l.bufs) - 1
-			l.bufs[i], l.bufs[last] = l.bufs[last], nil
-			l.bufs = l.bufs[:last]
-			l.bytes -= int64(cap(b))
-			st.mu.Unlock()
-			return b[:0]
-		}
-	}
-	st.mu.Unlock()
-	return make([]byte, 0, n+n/8)
-}
-
-// put keeps b in l unless l would then hold more than limit bytes.
-func (st *stream) put(l *bufList, b []byte, limit int64) {
-	if cap(b) == 0 {
-		return
-	}
-	st.mu.Lock()
-	if !st.closed && l.bytes+int64(cap(b)) <= limit {
-		l.bufs = append(l.bufs, b[:0])
-		l.bytes += int64(cap(b))
-	}
-	st.mu.Unlock()
 }

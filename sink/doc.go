@@ -9,4 +9,15 @@
 // condition (create-if-absent, compare-and-swap), and a retry after an unseen
 // success is harmless. The conformance suite in package sinktest checks this
 // for every sink.
+//
+// On the dump side a Writer belongs to one dlqdump.Queue, which owns its
+// lifecycle through optional interfaces: Recoverer (publish what a crash left
+// open), DurabilityChecker (refuse Durable when Sync cannot work), Flusher and
+// Closer (wait until committed segments are stored, for a sink that stores
+// them in the background), Backlogger and BacklogWatcher (what is committed
+// and not yet stored, and when that changes). A Writer that stores committed
+// segments later must implement Closer, so that Queue.Close means stored
+// where readers find it. A wrapper around a Writer (a fault injector, a
+// metrics layer) must forward exactly the optional interfaces of what it
+// wraps: the Queue asks for each with a type assertion.
 package sink

@@ -103,10 +103,18 @@ type Backlog struct {
 	// their size.
 	Segments int
 	Bytes    int64
+	// Uncertain is how many of the held segments, the oldest, may be
+	// stored already: an upload of them was attempted and not confirmed
+	// (its answer was lost, or the Writer stopped while it was under way).
+	Uncertain int
 	// Persistent says whether the held segments survive the process (an
 	// S3 Writer's SpoolDir): a Writer started on the same place stores
 	// them. When false they are lost if the process ends first.
 	Persistent bool
+	// Stopped says that the Writer stores nothing more (it is closed):
+	// what it holds stays held. Until then it may still store what it
+	// holds, even after a Close that returned an error.
+	Stopped bool
 	// LastError is the last failure to store a segment, nil after a
 	// success.
 	LastError error

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlqdump/dlqdump/internal/faults/dumpfaults"
 	"github.com/dlqdump/dlqdump/s3/s3test"
@@ -23,6 +25,7 @@ const faultsBlock = "dump-fault-enumeration"
 // line of the report; the per-operation tables and the violations go into a
 // block of their own.
 func faultsDump(o *options) []result {
+	start := time.Now()
 	srv, stop, err := s3test.NewFake(nil)
 	if err != nil {
 		return []result{{section: "dump faults", figures: err.Error(), bound: "run"}}
@@ -83,7 +86,8 @@ func faultsDump(o *options) []result {
 		rs = append(rs, res)
 	}
 	var md bytes.Buffer
-	dumpfaults.WriteMarkdown(&md, done, "go run ./cmd/dlqdump-reliability "+strings.Join(os.Args[1:], " "))
+	dumpfaults.WriteMarkdown(&md, done, fmt.Sprintf("`go run ./cmd/dlqdump-reliability %s` on %s (%s, %d cores, %s) in %s",
+		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(start).Round(time.Second)))
 	o.blocks = append(o.blocks, block{name: faultsBlock, text: md.String()})
 	return rs
 }

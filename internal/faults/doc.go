@@ -7,9 +7,12 @@
 // The Injector knows nothing of what it wraps. Thin wrappers put it in front
 // of an interface: WrapWriter for a sink.Writer and the SegmentWriters it
 // creates (with every optional interface the wrapped Writer implements, and
-// only those), HTTPClient for the requests an S3 client sends. A wrapper for
-// another interface (the restore side's sink.Reader, say) is a type whose
-// methods pass each call through Do or Call under an Op name of its own.
+// only those), WrapReader for the restore side's sink.Reader (its listings,
+// reads, creates, moves, deletes and compare-and-swap records), HTTPClient
+// for the requests an S3 client sends. A wrapper for another interface is a
+// type whose methods pass each call through Do or Call under an Op name of
+// its own; one Injector may count several wrappers at once (a Writer and its
+// S3 client's requests, say), and a plan may hold several points.
 //
 // A test runs a fixed scenario once without a fault to count the calls of
 // each operation (Injector.Counts), then once more for each Point that All or

@@ -25,6 +25,9 @@ type Doer interface {
 //     away and the client sees the connection reset.
 //   - Stall: the request is not sent until released or its context ends;
 //     then the connection is reset.
+//   - StallAfter: the request is sent and takes effect; its response is
+//     thrown away and the client waits until released or its context
+//     ends; then the connection is reset.
 //   - Crash, CrashAfter: the process dies before sending it or after its
 //     response arrived.
 //

@@ -44,7 +44,8 @@ type Injector struct {
 	// Injector's lock. Set it before the first call.
 	Observe func(Event)
 	// OnFire, when set, is called when a fault hits, before the call fails,
-	// hangs or the process ends. Set it before the first call.
+	// hangs or the process ends (for StallAfter, once the call took
+	// effect). Set it before the first call.
 	OnFire func(Point)
 	// Kill ends the process for Crash and CrashAfter; it must not return.
 	// Default: the process kills itself (SIGKILL on Unix), so nothing is
@@ -137,6 +138,14 @@ func (in *Injector) Do(ctx context.Context, op Op, fn func() error) error {
 // drops it as a caller that never got the answer would, and the zero T is
 // returned with the failure. ctx, which may be nil, ends a Stall early.
 func Call[T any](ctx context.Context, in *Injector, op Op, fn func() (T, error), discard func(T)) (T, error) {
+	return CallFailing(ctx, in, op, fn, discard, nil)
+}
+
+// CallFailing is Call for an operation whose failure has an effect of its
+// own: a Fail fault runs fail instead of fn (when fail is not nil). A
+// Closer's Close, say, fails by giving up and releasing the Writer, as its
+// contract says, not by leaving it running.
+func CallFailing[T any](ctx context.Context, in *Injector, op Op, fn func() (T, error), discard func(T), fail func()) (T, error) {
 	if in == nil {
 		return fn()
 	}
@@ -146,39 +155,55 @@ func Call[T any](ctx context.Context, in *Injector, op Op, fn func() (T, error),
 		in.observe(Event{Op: op, K: k, Err: err})
 		return v, err
 	}
-	if in.OnFire != nil {
+	if in.OnFire != nil && p.Mode != StallAfter {
 		in.OnFire(*p)
 	}
 	var zero T
 	fault := &Error{Point: *p}
 	switch p.Mode {
+	case Fail:
+		if fail != nil {
+			fail()
+		}
 	case Crash:
 		in.kill(*p)
 	case CrashAfter:
 		_, _ = fn()
 		in.kill(*p)
-	case Lost:
+	case Lost, StallAfter:
 		v, err := fn()
-		if err != nil {
+		if p.Mode == StallAfter && in.OnFire != nil {
+			in.OnFire(*p) // once the call took effect
+		}
+		if err != nil && p.Mode == Lost {
 			// The call failed by itself: the fault changes nothing.
 			in.observe(Event{Op: op, K: k, Fault: p, Err: err})
 			return v, err
 		}
-		if discard != nil {
+		if err == nil && discard != nil {
 			discard(v)
 		}
+		if p.Mode == StallAfter {
+			in.wait(ctx)
+		}
 	case Stall:
-		var done <-chan struct{}
-		if ctx != nil {
-			done = ctx.Done()
-		}
-		select {
-		case <-in.release:
-		case <-done:
-		}
+		in.wait(ctx)
 	}
 	in.observe(Event{Op: op, K: k, Fault: p, Err: fault})
 	return zero, fault
+}
+
+// wait holds a stalled call until Release or until ctx (which may be nil)
+// is done.
+func (in *Injector) wait(ctx context.Context) {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	select {
+	case <-in.release:
+	case <-done:
+	}
 }
 
 func (in *Injector) observe(e Event) {

@@ -14,8 +14,8 @@ type Op string
 type Mode uint8
 
 // Modes. Fail and Lost run in process; Crash and CrashAfter end the process
-// and are meant for a child process that a test restarts; Stall holds the call
-// until Injector.Release.
+// and are meant for a child process that a test restarts; Stall and
+// StallAfter hold the call until Injector.Release.
 const (
 	// Fail makes the call fail without effect: it is not made.
 	Fail Mode = iota + 1
@@ -31,9 +31,12 @@ const (
 	// when it has one, is done) and then fails it without effect: a sink
 	// that hangs.
 	Stall
+	// StallAfter makes the call, then holds its answer as Stall does and
+	// fails it: a request that took effect and whose answer never came.
+	StallAfter
 )
 
-var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall"}
+var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall", StallAfter: "stall-after"}
 
 // String returns "fail", "lost", "crash", "crash-after" or "stall".
 func (m Mode) String() string {
@@ -56,6 +59,8 @@ func (m Mode) Describe() string {
 		return "process killed after the call took effect"
 	case Stall:
 		return "hangs until the run gives up"
+	case StallAfter:
+		return "takes effect, its answer hangs until the run gives up"
 	}
 	return m.String()
 }
@@ -67,11 +72,14 @@ func ParseMode(s string) (Mode, error) {
 			return Mode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after or stall)", s)
+	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after, stall or stall-after)", s)
 }
 
 // Kills reports whether the mode ends the process.
 func (m Mode) Kills() bool { return m == Crash || m == CrashAfter }
+
+// Stalls reports whether the mode holds the call.
+func (m Mode) Stalls() bool { return m == Stall || m == StallAfter }
 
 // Point is a fault point: the K-th call (counted from 1) of Op, hit in Mode.
 type Point struct {

@@ -7,31 +7,29 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// The operations of a wrapped sink.Reader, of the Files it opens and of the
-// SegmentWriters it creates.
+// The operations of a wrapped sink.Reader (the restore side's store) and of
+// the Files it opens. Segments created through it count as Segment.*.
 const (
 	OpList         Op = "Reader.List"
 	OpOpen         Op = "Reader.Open"
-	OpReadAt       Op = "File.ReadAt"
-	OpCreateIn     Op = "Reader.Create"
-	OpPartWrite    Op = "Part.Write"
-	OpPartCommit   Op = "Part.Commit"
-	OpPartAbort    Op = "Part.Abort"
+	OpReaderCreate Op = "Reader.Create"
 	OpMove         Op = "Reader.Move"
 	OpDelete       Op = "Reader.Delete"
-	OpReadRecord   Op = "Record.Read"
-	OpWriteRecord  Op = "Record.Write"
-	OpDeleteRecord Op = "Record.Delete"
-	OpRecordNames  Op = "Record.Names"
+	OpReadRecord   Op = "Reader.ReadRecord"
+	OpWriteRecord  Op = "Reader.WriteRecord"
+	OpDeleteRecord Op = "Reader.DeleteRecord"
+	OpRecordNames  Op = "Reader.RecordNames"
+	OpReadAt       Op = "File.ReadAt"
+	OpFileClose    Op = "File.Close"
 	OpReaderRecov  Op = "Reader.Recover"
 )
 
 // WrapReader returns r with every call counted by in and failed where in's
-// plan says: each method of sink.Reader, the ReadAt of the Files it opens
-// and the Write, Commit and Abort of the segments it creates (Sync and
-// Truncate, which restorers do not call, pass through uncounted), and
-// Recover when r is a sink.Recoverer. A fault on a listing (List,
-// RecordNames) ends the listing with the failure before its first item.
+// plan says, as WrapWriter does for the dump side: each method of
+// sink.Reader, the ReadAt and Close of the Files it opens, the methods of
+// the SegmentWriters it creates, and Recover when r is a sink.Recoverer. A listing (List, RecordNames) is one call:
+// Fail yields only the failure, Lost lists everything first and then yields
+// only the failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
 	w := &reader{inner: r, in: in}
 	if _, ok := r.(sink.Recoverer); ok {
@@ -43,19 +41,53 @@ func WrapReader(r sink.Reader, in *Injector) sink.Reader {
 	return w
 }
 
+// readerRecoverer forwards a wrapped Reader's Recover, counted.
+type readerRecoverer struct{ r *reader }
+
+func (rr readerRecoverer) Recover(ctx context.Context) ([]string, error) {
+	return Call(ctx, rr.r.in, OpReaderRecov, func() ([]string, error) {
+		return rr.r.inner.(sink.Recoverer).Recover(ctx)
+	}, nil)
+}
+
 type reader struct {
 	inner sink.Reader
 	in    *Injector
 }
 
 func (r *reader) List(ctx context.Context, area sink.Area) iter.Seq2[sink.Info, error] {
-	return func(yield func(sink.Info, error) bool) {
-		if err := r.in.Do(ctx, OpList, func() error { return nil }); err != nil {
-			yield(sink.Info{}, err)
+	return listing(ctx, r.in, OpList, func() iter.Seq2[sink.Info, error] { return r.inner.List(ctx, area) })
+}
+
+func (r *reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return listing(ctx, r.in, OpRecordNames, func() iter.Seq2[string, error] { return r.inner.RecordNames(ctx) })
+}
+
+// listing runs a listing as one call: it is collected whole, under the plan,
+// and then yielded.
+func listing[T any](ctx context.Context, in *Injector, op Op, list func() iter.Seq2[T, error]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		type item struct {
+			v   T
+			err error
+		}
+		items, err := Call(ctx, in, op, func() ([]item, error) {
+			var out []item
+			for v, err := range list() {
+				out = append(out, item{v, err})
+				if err != nil {
+					return out, nil // the listing's own failure, yielded in place
+				}
+			}
+			return out, nil
+		}, nil)
+		if err != nil {
+			var zero T
+			yield(zero, err)
 			return
 		}
-		for si, err := range r.inner.List(ctx, area) {
-			if !yield(si, err) || err != nil {
+		for _, it := range items {
+			if !yield(it.v, it.err) {
 				return
 			}
 		}
@@ -68,58 +100,16 @@ func (r *reader) Open(ctx context.Context, area sink.Area, name string) (sink.Fi
 	if err != nil {
 		return nil, err
 	}
-	return &file{File: f, in: r.in}, nil
-}
-
-type file struct {
-	sink.File
-	in *Injector
-}
-
-func (f *file) ReadAt(p []byte, off int64) (int, error) {
-	type res struct {
-		n   int
-		err error
-	}
-	v, err := Call(nil, f.in, OpReadAt, func() (res, error) {
-		n, err := f.File.ReadAt(p, off)
-		return res{n, err}, nil
-	}, nil)
-	if err != nil {
-		return 0, err
-	}
-	return v.n, v.err
+	return &file{inner: f, in: r.in}, nil
 }
 
 func (r *reader) Create(ctx context.Context, area sink.Area, name string) (sink.SegmentWriter, error) {
-	sw, err := Call(ctx, r.in, OpCreateIn, func() (sink.SegmentWriter, error) { return r.inner.Create(ctx, area, name) },
+	sw, err := Call(ctx, r.in, OpReaderCreate, func() (sink.SegmentWriter, error) { return r.inner.Create(ctx, area, name) },
 		func(sw sink.SegmentWriter) { _ = sw.Abort() })
 	if err != nil {
 		return nil, err
 	}
-	return &part{SegmentWriter: sw, in: r.in}, nil
-}
-
-// part is a segment a wrapped Reader creates.
-type part struct {
-	sink.SegmentWriter
-	in *Injector
-}
-
-func (p *part) Write(b []byte) (int, error) {
-	n, err := Call(nil, p.in, OpPartWrite, func() (int, error) { return p.SegmentWriter.Write(b) }, nil)
-	if err != nil && n == 0 {
-		return 0, err
-	}
-	return n, err
-}
-
-func (p *part) Commit(ctx context.Context) error {
-	return p.in.Do(ctx, OpPartCommit, func() error { return p.SegmentWriter.Commit(ctx) })
-}
-
-func (p *part) Abort() error {
-	return p.in.Do(nil, OpPartAbort, p.SegmentWriter.Abort)
+	return composeSegment(&segmentWriter{inner: sw, in: r.in}), nil
 }
 
 func (r *reader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
@@ -130,18 +120,21 @@ func (r *reader) Delete(ctx context.Context, area sink.Area, name string) error 
 	return r.in.Do(ctx, OpDelete, func() error { return r.inner.Delete(ctx, area, name) })
 }
 
-func (r *reader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
-	type rec struct {
-		data    []byte
-		version string
-	}
-	v, err := Call(ctx, r.in, OpReadRecord, func() (rec, error) {
-		d, ver, err := r.inner.ReadRecord(ctx, name)
-		return rec{d, ver}, err
-	}, nil)
-	return v.data, v.version, err
+type record struct {
+	data    []byte
+	version string
 }
 
+func (r *reader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	rec, err := Call(ctx, r.in, OpReadRecord, func() (record, error) {
+		data, version, err := r.inner.ReadRecord(ctx, name)
+		return record{data, version}, err
+	}, nil)
+	return rec.data, rec.version, err
+}
+
+// WriteRecord writes the record. A Lost fault writes it and reports
+// failure: the caller does not learn the new version.
 func (r *reader) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
 	return Call(ctx, r.in, OpWriteRecord, func() (string, error) { return r.inner.WriteRecord(ctx, name, data, ifVersion) }, nil)
 }
@@ -150,24 +143,18 @@ func (r *reader) DeleteRecord(ctx context.Context, name, ifVersion string) error
 	return r.in.Do(ctx, OpDeleteRecord, func() error { return r.inner.DeleteRecord(ctx, name, ifVersion) })
 }
 
-func (r *reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		if err := r.in.Do(ctx, OpRecordNames, func() error { return nil }); err != nil {
-			yield("", err)
-			return
-		}
-		for n, err := range r.inner.RecordNames(ctx) {
-			if !yield(n, err) || err != nil {
-				return
-			}
-		}
-	}
+// file is an opened segment whose reads are counted.
+type file struct {
+	inner sink.File
+	in    *Injector
 }
 
-type readerRecoverer struct{ r *reader }
-
-func (rr readerRecoverer) Recover(ctx context.Context) ([]string, error) {
-	return Call(ctx, rr.r.in, OpReaderRecov, func() ([]string, error) {
-		return rr.r.inner.(sink.Recoverer).Recover(ctx)
-	}, nil)
+// ReadAt reads p at off. A Lost fault reads and reports 0 bytes and the
+// failure.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	return Call(nil, f.in, OpReadAt, func() (int, error) { return f.inner.ReadAt(p, off) }, nil)
 }
+
+func (f *file) Size() int64 { return f.inner.Size() }
+
+func (f *file) Close() error { return f.in.Do(nil, OpFileClose, f.inner.Close) }

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -43,6 +44,48 @@ func WrapWriter(w sink.Writer, in *Injector) sink.Writer {
 type writer struct {
 	inner sink.Writer
 	in    *Injector
+
+	mu   sync.Mutex
+	live map[*segmentWriter]bool // created, not yet committed, aborted or closed
+}
+
+// ReleaseSegments closes (io.Closer) the segments created through w, a
+// wrapper WrapWriter returned, that were neither committed, aborted nor
+// closed: what the end of the process does to the files a dropped segment
+// held open. A test calls it before it restarts on the same store in the
+// same process. It returns how many it released.
+func ReleaseSegments(w sink.Writer) int {
+	x, ok := w.(interface{ core() *writer })
+	if !ok {
+		return 0
+	}
+	c := x.core()
+	c.mu.Lock()
+	live := c.live
+	c.live = nil
+	c.mu.Unlock()
+	for s := range live {
+		if cl, ok := s.inner.(io.Closer); ok {
+			_ = cl.Close()
+		}
+	}
+	return len(live)
+}
+
+func (w *writer) core() *writer { return w }
+
+// track records whether a segment is still live.
+func (w *writer) track(s *segmentWriter, live bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if live {
+		if w.live == nil {
+			w.live = map[*segmentWriter]bool{}
+		}
+		w.live[s] = true
+	} else {
+		delete(w.live, s)
+	}
 }
 
 // Create creates the segment through the inner Writer. A Lost fault releases
@@ -59,7 +102,9 @@ func (w *writer) Create(ctx context.Context, name string) (sink.SegmentWriter, e
 	if err != nil {
 		return nil, err
 	}
-	return composeSegment(&segmentWriter{inner: sw, in: w.in}), nil
+	seg := &segmentWriter{inner: sw, in: w.in, w: w}
+	w.track(seg, true)
+	return composeSegment(seg), nil
 }
 
 type recoverer struct{ w *writer }
@@ -90,8 +135,19 @@ func (f flusher) Flush(ctx context.Context) error {
 
 type closer struct{ w *writer }
 
+// Close closes the inner Writer. It fails (Fail) as sink.Closer's Close
+// does when its deadline has passed at once: the inner Close runs with a
+// context already done, so the Writer gives up, releases itself and keeps
+// what it still holds only if it can (a SpoolDir); then the failure is
+// reported.
 func (c closer) Close(ctx context.Context) error {
-	return c.w.in.Do(ctx, OpWriterClose, func() error { return c.w.inner.(sink.Closer).Close(ctx) })
+	inner := c.w.inner.(sink.Closer)
+	_, err := CallFailing(ctx, c.w.in, OpWriterClose, func() (struct{}, error) { return struct{}{}, inner.Close(ctx) }, nil, func() {
+		done, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		cancel()
+		_ = inner.Close(done)
+	})
+	return err
 }
 
 type durabilityChecker struct{ w *writer }
@@ -104,6 +160,15 @@ func (d durabilityChecker) CheckDurable() error {
 type segmentWriter struct {
 	inner sink.SegmentWriter
 	in    *Injector
+	w     *writer // tracks it; nil for a Reader's segments
+}
+
+// done records that the segment was finished, if err is nil.
+func (s *segmentWriter) done(err error) error {
+	if err == nil && s.w != nil {
+		s.w.track(s, false)
+	}
+	return err
 }
 
 // Write writes p. A Lost fault writes all of p and reports 0 bytes written.
@@ -120,15 +185,15 @@ func (s *segmentWriter) Truncate(size int64) error {
 }
 
 func (s *segmentWriter) Commit(ctx context.Context) error {
-	return s.in.Do(ctx, OpCommit, func() error { return s.inner.Commit(ctx) })
+	return s.done(s.in.Do(ctx, OpCommit, func() error { return s.inner.Commit(ctx) }))
 }
 
 func (s *segmentWriter) Abort() error {
-	return s.in.Do(nil, OpAbort, s.inner.Abort)
+	return s.done(s.in.Do(nil, OpAbort, s.inner.Abort))
 }
 
 type segmentCloser struct{ s *segmentWriter }
 
 func (c segmentCloser) Close() error {
-	return c.s.in.Do(nil, OpClose, c.s.inner.(io.Closer).Close)
+	return c.s.done(c.s.in.Do(nil, OpClose, c.s.inner.(io.Closer).Close))
 }

@@ -153,3 +153,38 @@ func TestWrapWriterCountsAndFails(t *testing.T) {
 		t.Fatalf("Recover: %v, %v, counts %v", names, err, in.Counts())
 	}
 }
+
+// ReleaseSegments closes the segments dropped unfinished, as the end of the
+// process would, and only those.
+func TestReleaseSegments(t *testing.T) {
+	ctx := context.Background()
+	inner := &fakeWriter{}
+	in := New(Point{Op: OpAbort, K: 1, Mode: Fail})
+	w := WrapWriter(inner, in)
+	for _, name := range []string{"committed.dlq", "dropped.dlq", "aborted.dlq"} {
+		sw, err := w.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "committed.dlq":
+			if err := sw.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case "dropped.dlq":
+			if err := sw.Abort(); !errors.Is(err, ErrInjected) {
+				t.Fatalf("Abort: %v", err)
+			}
+		case "aborted.dlq":
+			if err := sw.Abort(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := ReleaseSegments(w); n != 1 || inner.segs[1].close != 1 || inner.segs[0].close+inner.segs[2].close != 0 {
+		t.Fatalf("released %d; closes %d %d %d", n, inner.segs[0].close, inner.segs[1].close, inner.segs[2].close)
+	}
+	if n := ReleaseSegments(w); n != 0 {
+		t.Fatalf("released %d again", n)
+	}
+}

@@ -37,7 +37,7 @@ func IsChild() bool { return os.Getenv(EnvChild) != "" }
 
 // ChildMain runs the dump EnvChild describes, writing its lines to stdout,
 // and returns the exit code. The fault kills the process (Crash, CrashAfter)
-// or makes the run give up and shut the Queue down (Stall); the caller then
+// or makes the run give up and shut the Queue down (Stall, StallAfter); the caller then
 // exits at once, without cleaning up, as a program that exits after Shutdown
 // does. Call it from main or TestMain when IsChild.
 func ChildMain() int {

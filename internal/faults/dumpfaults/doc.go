@@ -14,9 +14,9 @@
 //
 //	DLQDUMP_FAULTS='fs/durable@Segment.Sync#3/lost' go test -run TestFaultsDump -v .
 //
-// Fail and Lost points run in process. Crash, CrashAfter and Stall points
+// Fail and Lost points run in process. Crash, CrashAfter, Stall and StallAfter points
 // run the dump in a child process (Harness.Child, which calls ChildMain): it
-// is killed at the point, or, for Stall, shuts the Queue down once the call
+// is killed at the point, or, for the stalls, shuts the Queue down once the call
 // hangs and exits right after Shutdown returns, as a program would. Every run
 // then opens a Queue on the same store without faults (which recovers what
 // the run left) and checks the store against what the Queue answered.

@@ -3,6 +3,7 @@ package dumpfaults
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
@@ -16,9 +17,12 @@ type Selection struct {
 	// Modes are the in-process modes: faults.Fail and faults.Lost.
 	Modes []faults.Mode
 	// ChildSpread and ChildModes are the same for the points run in a
-	// child process: faults.Crash, faults.CrashAfter and faults.Stall.
+	// child process: faults.Crash, faults.CrashAfter, faults.Stall and
+	// faults.StallAfter.
+	// ChildLast keeps only each operation's last call.
 	ChildSpread int
 	ChildModes  []faults.Mode
+	ChildLast   bool
 	// RecoveryModes, when set, adds second faults: after each in-process
 	// point that held, the calls the fault caused are faulted in each of
 	// these modes, on top of the first fault. Those are, for each
@@ -30,6 +34,9 @@ type Selection struct {
 	// Spread chooses.
 	RecoverySpread int
 	RecoveryModes  []faults.Mode
+	// RecoveryAfter, when set, limits second faults to first faults in
+	// these modes.
+	RecoveryAfter []faults.Mode
 	// Match, when set, keeps only the points for which it returns true
 	// (for second faults: the second point).
 	Match func(faults.Point) bool
@@ -38,19 +45,21 @@ type Selection struct {
 // Every is the full enumeration: every K of every operation, in every mode.
 var Every = Selection{
 	Spread: -1, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: -1, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
+	ChildSpread: -1, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall, faults.StallAfter},
 	RecoverySpread: -1, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
 }
 
 // CI is the deterministic sample the tests run: for every operation of
-// every scenario its first and last call and two between, failing without
-// effect and with effect; its first and last call killing the process
-// before and after it and hanging past Shutdown's deadline; and after each
-// of the first, the first and last call of the recovery failing both ways.
+// every scenario its first, middle and last call failing without effect
+// and with effect; its last call killing the process before and after it
+// and hanging past Shutdown's deadline (before and after taking effect);
+// and after each of the first that took effect (lost), the calls it caused
+// failing both ways (of an operation the run without fault never makes, the
+// first and last call).
 var CI = Selection{
-	Spread: 2, Modes: []faults.Mode{faults.Fail, faults.Lost},
-	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall},
-	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost},
+	Spread: 1, Modes: []faults.Mode{faults.Fail, faults.Lost},
+	ChildSpread: 0, ChildModes: []faults.Mode{faults.Crash, faults.CrashAfter, faults.Stall, faults.StallAfter}, ChildLast: true,
+	RecoverySpread: 0, RecoveryModes: []faults.Mode{faults.Fail, faults.Lost}, RecoveryAfter: []faults.Mode{faults.Lost},
 }
 
 // Points returns the points of sel for the calls counted in a run without
@@ -67,7 +76,10 @@ func (sel Selection) Points(c faults.Counts) []faults.Point {
 	}
 	var out []faults.Point
 	for _, p := range append(pick(sel.Spread, sel.Modes), pick(sel.ChildSpread, sel.ChildModes)...) {
-		if p.Mode == faults.Stall && p.Op == faults.OpRecover {
+		if p.Mode.Stalls() && p.Op == faults.OpRecover {
+			continue
+		}
+		if sel.ChildLast && (p.Mode.Kills() || p.Mode.Stalls()) && p.K != c[p.Op] {
 			continue
 		}
 		if sel.Match == nil || sel.Match(p) {
@@ -103,7 +115,7 @@ func (h *Harness) Explore(ctx context.Context, sc Scenario, sel Selection, each 
 		if each != nil {
 			each(res)
 		}
-		if res.Held() && res.AtFault != nil {
+		if res.Held() && res.AtFault != nil && (sel.RecoveryAfter == nil || slices.Contains(sel.RecoveryAfter, p.Mode)) {
 			recover = append(recover, res)
 		}
 	}

@@ -77,14 +77,15 @@ func (r *Result) String() string {
 
 // Run runs sc once with the fault at p (nil: none) and checks the
 // invariants: in process for Fail and Lost, in a child process for Crash,
-// CrashAfter and Stall, followed in every case by a restart on the same store.
+// CrashAfter, Stall and StallAfter, followed in every case by a restart on the
+// same store.
 func (h *Harness) Run(ctx context.Context, sc Scenario, p *faults.Point) (*Result, error) {
 	st, cleanup, err := h.newStore(sc)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	if p != nil && (p.Mode.Kills() || p.Mode == faults.Stall) {
+	if p != nil && (p.Mode.Kills() || p.Mode.Stalls()) {
 		return h.runChild(ctx, sc, st, *p)
 	}
 	return h.runInProcess(ctx, sc, st, nil, p)
@@ -167,7 +168,7 @@ func newRun(parent context.Context, points []faults.Point, emit func(string)) *r
 		}
 		r.mu.Unlock()
 		emit(lineFault + " " + fp.String())
-		if fp.Mode == faults.Stall {
+		if fp.Mode.Stalls() {
 			r.cancel() // the deadline passes while the call hangs
 		}
 	}

@@ -58,6 +58,10 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, firs
 	}
 	capTimer.Stop()
 	r.in.Release()
+	// What the end of the process would release: the files of segments
+	// the Queue dropped (after an Abort that failed, say), so that the
+	// restart's Recover may take them over.
+	faults.ReleaseSegments(w)
 	if readErr != nil {
 		return nil, fmt.Errorf("dumpfaults: read the store at Close: %w", readErr)
 	}

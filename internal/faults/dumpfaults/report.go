@@ -116,8 +116,9 @@ func modes(m map[opMode]*Tally) []faults.Mode {
 
 // WriteMarkdown writes the reports as a section of docs/RELIABILITY.md: the
 // totals, a table per scenario (held/explored per operation and mode) and
-// the violations found, grouped by kind.
-func WriteMarkdown(w io.Writer, reps []*ScenarioReport, command string) {
+// the violations found, grouped by kind. producedBy says how the reports
+// were made (a command, a date, a machine).
+func WriteMarkdown(w io.Writer, reps []*ScenarioReport, producedBy string) {
 	var total Tally
 	for _, r := range reps {
 		total.Explored += r.Total.Explored
@@ -126,7 +127,7 @@ func WriteMarkdown(w io.Writer, reps []*ScenarioReport, command string) {
 		total.NotReached += r.Total.NotReached
 	}
 	fmt.Fprintf(w, "## Dump-side fault enumeration\n\n")
-	fmt.Fprintf(w, "Produced by `%s`. Each scenario dumps a fixed set of records through a Queue; a run without fault counts the calls of every sink operation and S3 request, then the scenario runs again once per fault point: the K-th call of an operation fails without effect (fail), takes effect and reports failure (lost), hangs until Shutdown's deadline has passed (stall, in a child process that exits after Shutdown), or the process is SIGKILLed just before (crash) or just after (crash-after) it. After each fail or lost point that held, a second fault hits each call the first one caused (the retry, the Truncate before it, the HeadObject checking a lost PUT, the abort of a failed upload), failing both ways. After each run a Queue is opened again on the same store and the invariants of internal/faults/dumpfaults are checked: every acknowledged record stored (after a buffered crash: those a successful Flush or Close covered), none twice, none that Enqueue refused, no temporary file, spool file or multipart upload left, Close nil only once stored, every error's count true.\n\n", command)
+	fmt.Fprintf(w, "Produced by %s. Each scenario dumps a fixed set of records through a Queue; a run without fault counts the calls of every sink operation and S3 request, then the scenario runs again once per fault point: the K-th call of an operation fails without effect (fail), takes effect and reports failure (lost), hangs until Shutdown's deadline has passed, before or after taking effect (stall, stall-after; in a child process that exits after Shutdown), or the process is SIGKILLed just before (crash) or just after (crash-after) it. After each fail or lost point that held, a second fault hits each call the first one caused (the retry, the Truncate before it, the HeadObject checking a lost PUT, the abort of a failed upload), failing both ways. After each run a Queue is opened again on the same store and the invariants of internal/faults/dumpfaults are checked: every acknowledged record stored (after a buffered crash: those a successful Flush or Close covered), none twice, none that Enqueue refused, no temporary file, spool file or multipart upload left, Close nil only once stored, every error's count true.\n\n", producedBy)
 	var second int
 	for _, r := range reps {
 		second += r.Recovery.Explored

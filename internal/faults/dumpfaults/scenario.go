@@ -62,13 +62,13 @@ type Scenario struct {
 // Scenarios returns the dump scenarios, in a fixed order.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{Name: "fs/buffered", Sink: FS, Records: 120, FlushAt: 50},
-		{Name: "fs/durable", Sink: FS, Durable: true, Records: 40, FlushAt: 10},
-		{Name: "s3-memory/buffered", Sink: S3Memory, Records: 120, FlushAt: 50},
-		{Name: "s3-memory/buffered-multipart", Sink: S3Memory, Multipart: true, Records: 60, FlushAt: 20},
-		{Name: "s3-spooldir/buffered", Sink: S3SpoolDir, Records: 120, FlushAt: 50},
-		{Name: "s3-spooldir/durable", Sink: S3SpoolDir, Durable: true, Records: 30, FlushAt: 10},
-		{Name: "s3-spooldir/durable-multipart", Sink: S3SpoolDir, Durable: true, Multipart: true, Records: 20, FlushAt: 6},
+		{Name: "fs/buffered", Sink: FS, Records: 90, FlushAt: 40},
+		{Name: "fs/durable", Sink: FS, Durable: true, Records: 28, FlushAt: 8},
+		{Name: "s3-memory/buffered", Sink: S3Memory, Records: 90, FlushAt: 40},
+		{Name: "s3-memory/buffered-multipart", Sink: S3Memory, Multipart: true, Records: 50, FlushAt: 20},
+		{Name: "s3-spooldir/buffered", Sink: S3SpoolDir, Records: 90, FlushAt: 40},
+		{Name: "s3-spooldir/durable", Sink: S3SpoolDir, Durable: true, Records: 24, FlushAt: 8},
+		{Name: "s3-spooldir/durable-multipart", Sink: S3SpoolDir, Durable: true, Multipart: true, Records: 16, FlushAt: 6},
 	}
 }
 

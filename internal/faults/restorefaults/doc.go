@@ -23,5 +23,5 @@
 // The root package's tests run a deterministic sample (CI);
 // cmd/dlqdump-reliability runs every point. One point is reproduced with
 //
-//	DLQDUMP_RESTORE_FAULTS='Record.Write#3/lost' go test -run TestFaultsRestore -v .
+//	DLQDUMP_RESTORE_FAULTS='Reader.WriteRecord#3/lost' go test -run TestFaultsRestore -v .
 package restorefaults
