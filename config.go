@@ -162,7 +162,7 @@ type Config struct {
 	VersionCompatible func(segment, restorer Version) bool
 	// Lease is how long a claim on a segment lasts without renewal; a
 	// restorer that dies is taken over after it. A live restorer renews its
-	// claims every Lease/3. Default 30s.
+	// claims every Lease/3. From 100ms to an hour. Default 30s.
 	Lease time.Duration
 	// CheckpointInterval is the least time between two checkpoints while a
 	// segment is restored. A checkpoint is written after every block (so a
@@ -313,6 +313,8 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: Lease: %s is negative", ErrConfig, c.Lease)
 	case c.Lease > 0 && c.Lease < 100*time.Millisecond:
 		return nil, fmt.Errorf("%w: Lease: %s is shorter than 100ms", ErrConfig, c.Lease)
+	case c.Lease > time.Hour:
+		return nil, fmt.Errorf("%w: Lease: %s is longer than an hour (other restorers take a claim over after at most an hour unchanged)", ErrConfig, c.Lease)
 	case c.CheckpointInterval < 0:
 		return nil, fmt.Errorf("%w: CheckpointInterval: %s is negative", ErrConfig, c.CheckpointInterval)
 	}

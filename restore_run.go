@@ -95,6 +95,12 @@ func (g *segRun) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
 	defer cancel()
+	// The progress of the last block handled, which a CheckpointInterval
+	// may have kept from the record so far: a pass ended by an error
+	// resumes there, not at an older checkpoint.
+	if err := g.keep.Flush(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		g.r.log.Warn("recording where a segment stopped failed; it resumes at its last checkpoint", slog.String("segment", g.name), slog.Any("error", err))
+	}
 	if err := g.keep.Claim().Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
 		g.r.log.Warn("releasing a claim failed; it is taken over after its lease", slog.String("segment", g.name), slog.Any("error", err))
 	}
@@ -168,9 +174,12 @@ func (g *segRun) checkProgress() error {
 	}
 	ft := g.sr.Footer()
 	if ft == nil {
+		if p.Done {
+			return errors.New("its progress says it is done, but it has no footer to check that against")
+		}
 		return nil // unsealed: checked block by block as it is read
 	}
-	if !g.positionOK(ft) {
+	if !g.positionOK(ft) || p.Done && (p.Offset != g.blocksEnd(ft) || p.Seq != ft.Records) {
 		return fmt.Errorf("its checkpoint (offset %d, record %d) is not a record of the segment (%d blocks, %d records): the record holding it is stale or damaged", p.Offset, p.Seq, len(ft.Blocks), ft.Records)
 	}
 	return g.checkAside(ft)
@@ -291,19 +300,25 @@ func (g *segRun) block(b *segment.Block) error {
 			}
 			return err
 		}
+		if g.prog.Full() {
+			// One block can set aside more than a record holds: write
+			// them out from the middle of it.
+			next := segment.Position{Offset: off, Seq: rec.Seq + 1}
+			if info := b.Info(); next.Seq >= info.FirstSeq+uint64(info.Count) {
+				next = b.Next()
+			}
+			g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
+			if err := g.writeSides(); err != nil {
+				return err
+			}
+		}
 	}
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
 	if g.r.stopping.Load() || !g.opts.stopAt.IsZero() && time.Now().After(g.opts.stopAt) {
 		return g.stop(next, errStop)
 	}
-	if err := g.save(false); err != nil {
-		return err
-	}
-	if g.prog.Full() {
-		return g.writeSides()
-	}
-	return nil
+	return g.save(false)
 }
 
 // lost reports whether the claim was lost (then nothing is saved).

@@ -25,6 +25,12 @@ func (g *segRun) writeSides() error {
 	if len(g.prog.Aside) == 0 {
 		return nil
 	}
+	// The runs are written down before their side segments are: a run
+	// resumed after an interruption names and fills the same side
+	// segments, and finds them.
+	if err := g.save(true); err != nil {
+		return err
+	}
 	var quar, rest []claims.Aside
 	for _, a := range g.prog.Aside {
 		if a.Quarantine {

@@ -383,13 +383,21 @@ func (r *Restorer) Shutdown(ctx context.Context) error {
 	case r.run <- struct{}{}:
 		<-r.run
 	case <-ctx.Done():
+		// A destination that never returns keeps its pass: it ends when
+		// the destination does, and records where it stopped then.
 		if cancel != nil {
 			cancel()
 		}
+		return ctx.Err()
 	}
 	if cancel != nil {
 		cancel()
-		r.bgWG.Wait()
+		done := make(chan struct{})
+		go func() { r.bgWG.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 	}
 	return ctx.Err()
 }

@@ -75,7 +75,13 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 		quarantined[si.Name] = true
 		st.quar++
 	}
-	st.orphans = others // Sweep decides, also for quarantined ones
+	for _, name := range others {
+		// A quarantined segment's record (its progress, or a side
+		// segment's pending record) stays while it is there.
+		if !quarantined[name] {
+			st.orphans = append(st.orphans, name)
+		}
+	}
 	st.ready = len(st.readyNames)
 	if st.ready > 0 {
 		if t, ok := segment.ParseFileName(st.readyNames[0]); ok {

@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,7 +69,7 @@ type ExpiredSegment struct {
 	Rule  string // RuleMaxAge, RuleMaxSegments or RuleMaxBytes
 	Bytes int64
 	// Records is the number of records removed: in a ready segment partly
-	// restored, those not yet delivered.
+	// restored, those neither delivered nor copied to a side segment.
 	Records uint64
 	// Oldest and Newest are the times of its first and last records.
 	Oldest, Newest time.Time
@@ -158,40 +159,69 @@ func (r *Restorer) pruneArea(ctx context.Context, area sink.Area, lim Limits, op
 // holds; expired is false for a segment that turned out younger than MaxAge.
 func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Limits, opts PruneOptions) (ExpiredSegment, bool, error) {
 	ex := ExpiredSegment{Name: si.Name, Area: si.Area.String(), Rule: rule, Bytes: si.Size}
-	if t, ok := segment.ParseFileName(si.Name); ok {
-		ex.Oldest, ex.Newest = t, t
-	}
-	if f, err := r.c.Reader.Open(ctx, si.Area, si.Name); err == nil {
-		if sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name}); err == nil && sr.Footer() != nil {
-			ft := sr.Footer()
-			ex.Records, ex.Oldest, ex.Newest = ft.Records, ft.MinTime, ft.MaxTime
-		}
-		_ = f.Close()
-	}
-	if rule == RuleMaxAge && opts.Now.Sub(ex.Newest) <= lim.MaxAge {
-		return ex, false, nil
-	}
+	// A ready segment is claimed first: what it holds is read under the
+	// claim, so a segment another pass restored meanwhile is not counted.
 	var cl *claims.Claim
+	progress := json.RawMessage(nil)
 	if si.Area == sink.AreaReady {
-		rec, _, err := r.claimer.Inspect(ctx, si.Name)
-		if err != nil {
-			return ex, false, err
-		}
-		if rec != nil {
-			if p, err := claims.ParseProgress(rec.Progress); err == nil && p.Delivered <= ex.Records {
-				ex.Records -= p.Delivered
+		if opts.DryRun {
+			rec, _, err := r.claimer.Inspect(ctx, si.Name)
+			if err != nil {
+				return ex, false, err
 			}
-		}
-		if !opts.DryRun {
+			if rec != nil {
+				progress = rec.Progress
+			}
+		} else {
+			var err error
 			if cl, err = r.claimer.Claim(ctx, si.Name); err != nil {
 				return ex, false, err
 			}
+			progress = cl.Progress()
 		}
+	}
+	keep := func() { // not expired after all
+		if cl != nil {
+			_ = cl.Release(context.WithoutCancel(ctx))
+		}
+	}
+	if t, ok := segment.ParseFileName(si.Name); ok {
+		ex.Oldest, ex.Newest = t, t
+	}
+	f, err := r.c.Reader.Open(ctx, si.Area, si.Name)
+	if errors.Is(err, sink.ErrNotFound) {
+		if cl != nil {
+			_ = cl.Forget(context.WithoutCancel(ctx)) // restored meanwhile
+		}
+		return ex, false, nil
+	}
+	if err != nil {
+		keep()
+		return ex, false, err
+	}
+	if sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name}); err == nil && sr.Footer() != nil {
+		ft := sr.Footer()
+		ex.Records, ex.Oldest, ex.Newest = ft.Records, ft.MinTime, ft.MaxTime
+	}
+	_ = f.Close()
+	if rule == RuleMaxAge && opts.Now.Sub(ex.Newest) <= lim.MaxAge {
+		keep()
+		return ex, false, nil
+	}
+	if p, err := claims.ParseProgress(progress); err == nil {
+		// Gone with the segment: what was neither delivered nor
+		// written to a side segment (records set aside and not yet
+		// written are only here).
+		var pending uint64
+		for _, a := range p.Aside {
+			pending += a.Records()
+		}
+		kept := p.Delivered + p.Quarantined + p.Skipped - min(pending, p.Quarantined+p.Skipped)
+		ex.Records -= min(kept, ex.Records)
 	}
 	if opts.DryRun {
 		return ex, true, nil
 	}
-	var err error
 	if cl != nil {
 		err = cl.Finish(ctx, claims.Destination{Delete: true})
 	} else {

@@ -36,6 +36,13 @@ type Claim struct {
 // Name returns the segment's name.
 func (cl *Claim) Name() string { return cl.name }
 
+// lastProgress returns the progress of the last write.
+func (cl *Claim) lastProgress() json.RawMessage {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.rec.Progress
+}
+
 // Progress returns the progress saved by the previous holder when the claim
 // was taken (nil if none).
 func (cl *Claim) Progress() json.RawMessage { return cl.found }

@@ -35,8 +35,14 @@ var (
 	ErrLeaseLost = errors.New("dlqdump: segment lease lost")
 )
 
-// MinLease is the shortest lease a Claimer accepts.
-const MinLease = 100 * time.Millisecond
+// MinLease and MaxLease bound the lease a Claimer takes claims with. An
+// observer honours at most MaxLease of a record's lease, so that a damaged
+// or hostile record cannot hold a segment for ever; no holder renews less
+// often than that.
+const (
+	MinLease = 100 * time.Millisecond
+	MaxLease = time.Hour
+)
 
 // Claimer takes claims on the ready segments of a store for one owner. It
 // remembers, per segment claimed by others, the version it last saw and since
@@ -71,8 +77,8 @@ type Options struct {
 // NewClaimer returns a Claimer taking claims for owner (a label for people)
 // with the given lease.
 func NewClaimer(store sink.Reader, owner string, lease time.Duration, opts *Options) (*Claimer, error) {
-	if lease < MinLease {
-		return nil, fmt.Errorf("%w: Lease: %s is shorter than %s", sink.ErrConfig, lease, MinLease)
+	if lease < MinLease || lease > MaxLease {
+		return nil, fmt.Errorf("%w: Lease: %s is outside %s to %s", sink.ErrConfig, lease, MinLease, MaxLease)
 	}
 	c := &Claimer{store: store, owner: owner, lease: lease, now: time.Now, log: slog.New(slog.DiscardHandler), seen: map[string]observation{}}
 	if opts != nil && opts.Now != nil {
@@ -129,7 +135,19 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 			rec = Record{V: Version, Token: "damaged", LeaseMS: c.lease.Milliseconds()}
 		}
 		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
-			return nil, fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), maxLease))
+			return nil, fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), MaxLease))
+		}
+		if !rec.Held() && rec.State == StateQuarantined {
+			// Claimable once released into the ready area, not before:
+			// a listing made before its holder moved it to quarantine
+			// must not take (and then drop) the record holding its
+			// progress.
+			if ready, err := c.present(ctx, sink.AreaReady, name); err != nil || !ready {
+				if err == nil {
+					err = fmt.Errorf("%w: segment %s is in quarantine", sink.ErrNotFound, name)
+				}
+				return nil, err
+			}
 		}
 		if !rec.Held() && rec.State == StatePending {
 			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {
@@ -166,7 +184,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 // expired reports whether the held record of name, at version, has been seen
 // unchanged for lease, and records the observation.
 func (c *Claimer) expired(name, version string, lease time.Duration) bool {
-	lease = min(lease, maxLease)
+	lease = min(lease, MaxLease)
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -188,7 +206,7 @@ func (c *Claimer) pruneLocked(now time.Time) {
 		return
 	}
 	for n, o := range c.seen {
-		if now.Sub(o.looked) > maxLease {
+		if now.Sub(o.looked) > MaxLease {
 			delete(c.seen, n)
 		}
 	}
@@ -260,7 +278,10 @@ func (c *Claimer) Sweep(ctx context.Context, name string) (bool, error) {
 			areas = areas[:1]
 		}
 	}
-	for _, a := range areas {
+	// Ready last too: a segment released from quarantine between the two
+	// looks is found by the third (a move is one rename, or a copy before
+	// a delete, so a segment moved once is always in one of the places).
+	for _, a := range append(areas, sink.AreaReady) {
 		if there, err := c.present(ctx, a, name); err != nil || there {
 			return false, err
 		}

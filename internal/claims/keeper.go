@@ -97,6 +97,18 @@ func (k *Keeper) SetProgress(progress json.RawMessage) {
 	k.mu.Unlock()
 }
 
+// Flush writes the progress recorded by SetProgress, if the last write did
+// not have it already.
+func (k *Keeper) Flush(ctx context.Context) error {
+	k.mu.Lock()
+	pending := k.progress != nil && string(k.progress) != string(k.claim.lastProgress())
+	k.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return k.saveCtx(ctx)
+}
+
 // Save records progress and writes it now.
 func (k *Keeper) Save(ctx context.Context, progress json.RawMessage) error {
 	k.mu.Lock()

@@ -97,8 +97,25 @@ const (
 	MaxReasonLen = 256
 )
 
+// MaxProgressSize bounds the encoded size of a progress: past it (or past
+// MaxAside runs or MaxReasons reasons) the records set aside are written to
+// side segments, so a record stays well under sink.MaxRecordSize.
+const MaxProgressSize = 16 << 10
+
 // Full reports whether Aside or Reasons reached their limits.
-func (p *Progress) Full() bool { return len(p.Aside) >= MaxAside || len(p.Reasons) >= MaxReasons }
+func (p *Progress) Full() bool {
+	if len(p.Aside) >= MaxAside || len(p.Reasons) >= MaxReasons {
+		return true
+	}
+	size := 0
+	for _, a := range p.Aside {
+		size += len(a.Mask)*4/3 + 48 // base64 mask and the numbers
+	}
+	for _, r := range p.Reasons {
+		size += len(r) + 8
+	}
+	return size >= MaxProgressSize
+}
 
 // SetAside adds one record (seq, in the block at offset) to Aside, extending
 // the last run when it continues it.
@@ -179,10 +196,11 @@ func ParseProgress(b json.RawMessage) (Progress, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
 	}
-	for _, a := range p.Aside {
+	for i, a := range p.Aside {
 		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) ||
-			a.Mask != nil && (a.To-a.From > maxMaskRecords || uint64(len(a.Mask)) != (a.To-a.From+7)/8) {
-			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v", a)
+			a.Mask != nil && (a.To-a.From > maxMaskRecords || uint64(len(a.Mask)) != (a.To-a.From+7)/8) ||
+			i > 0 && (a.From < p.Aside[i-1].To || a.Offset < p.Aside[i-1].Offset) || a.To > p.Seq {
+			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v (runs must be in order, apart, and before the position)", a)
 		}
 	}
 	return p, nil

@@ -68,15 +68,11 @@ type Record struct {
 // Held reports whether a restorer holds the claim (until it expires).
 func (r *Record) Held() bool { return r.Token != "" }
 
-// Lease returns the holder's lease, at least min and at most maxLease.
+// Lease returns the holder's lease, at least min (the observer caps it at MaxLease).
 func (r *Record) Lease(min time.Duration) time.Duration {
 	d := time.Duration(r.LeaseMS) * time.Millisecond
 	return max(min, d)
 }
-
-// maxLease bounds the lease an observer honours, so that a damaged or
-// hostile record cannot keep a segment claimed for ever.
-const maxLease = time.Hour
 
 func (r *Record) marshal() []byte {
 	b, _ := json.Marshal(r) // a Record always marshals

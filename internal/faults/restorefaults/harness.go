@@ -206,8 +206,8 @@ func finish(ctx context.Context, dir string, out *outcome) error {
 		if err == nil && rep.Claimed == 0 && r.Stats().Ready == 0 {
 			// A record a dead restorer held is removed once seen
 			// unchanged for its lease: wait for that too.
-			records, gerr := filepath.Glob(filepath.Join(dir, fs.ClaimsDir, "*"))
-			if gerr != nil || len(records) == 0 {
+			left, gerr := leftovers(dir)
+			if gerr != nil || len(left) == 0 {
 				return gerr
 			}
 		}
@@ -399,6 +399,12 @@ func leftovers(dir string) ([]string, error) {
 			return nil, err
 		}
 		for _, p := range m {
+			// A quarantined segment may keep its record.
+			if n, ok := strings.CutSuffix(filepath.Base(p), ".claim"); ok {
+				if _, err := os.Stat(filepath.Join(dir, fs.QuarantineDir, n)); err == nil {
+					continue
+				}
+			}
 			left = append(left, strings.TrimPrefix(p, dir+"/"))
 		}
 	}
