@@ -149,7 +149,7 @@ func NewQueue(config *Config) (*Queue, error) {
 	q.watcher, _ = c.Writer.(sink.BacklogWatcher)
 	q.flusher, _ = c.Writer.(sink.Flusher)
 	q.closer, _ = c.Writer.(sink.Closer)
-	if err := recoverSink(c.Writer, q.log, q.mw); err != nil {
+	if err := recoverSink(context.Background(), c.Writer, q.log, q.mw); err != nil {
 		return nil, err
 	}
 	// Enough to cycle blocks through the compressors without allocating;
@@ -170,12 +170,12 @@ func NewQueue(config *Config) (*Queue, error) {
 
 // recoverSink seals and publishes the segments a crash left open in sink,
 // when it can (Recoverer), logging and counting each.
-func recoverSink(sink any, log *slog.Logger, mw MetricsWriter) error {
+func recoverSink(ctx context.Context, sink any, log *slog.Logger, mw MetricsWriter) error {
 	rc, ok := sink.(Recoverer)
 	if !ok {
 		return nil
 	}
-	names, err := rc.Recover(context.Background())
+	names, err := rc.Recover(ctx)
 	for _, name := range names {
 		log.Info("recovered a segment left open by a crash", slog.String("segment", name))
 		mw.Flush(FlushRecover, 0, 0, 0)

@@ -125,6 +125,9 @@ func (e *refusedError) Unwrap() error { return e.err }
 func (g *segRun) deliver(item any) error {
 	r := g.r
 	for attempt := 1; ; attempt++ {
+		if err := g.ctx.Err(); err != nil {
+			return err // stopped: this record is the next to deliver
+		}
 		if err := g.waitRoom(); err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func (g *segRun) writeSides() error {
 		g.prog.Sides++
 		g.rep.SideSegments++
 	}
-	g.prog.Aside, g.prog.Reasons = nil, nil
+	g.prog.ClearAside()
 	return g.save(true)
 }
 

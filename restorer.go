@@ -202,7 +202,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		return rep, ctx.Err()
 	}
 	if !opts.DryRun && !r.recovered {
-		if err := recoverSink(r.c.Reader, r.log, r.mw); err != nil {
+		if err := recoverSink(ctx, r.c.Reader, r.log, r.mw); err != nil {
 			r.setErr(err)
 			return rep, err
 		}
@@ -217,12 +217,15 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		r.sweep(ctx, st.orphans)
 	}
 	defer func() {
-		st, err := r.refresh(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			return // the status loop refreshes; a cancelled pass returns now
+		}
+		st, err := r.refresh(ctx)
 		if err != nil {
 			r.log.Debug("refreshing the store's status after a pass failed", slog.Any("error", err))
 			return
 		}
-		if !opts.DryRun && ctx.Err() == nil {
+		if !opts.DryRun {
 			r.sweep(ctx, st.orphans) // the side segments' records of segments just finished
 		}
 	}()

@@ -44,11 +44,11 @@ type storeStatus struct {
 func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 	st := &storeStatus{}
 	now := time.Now()
-	for si, err := range r.c.Reader.List(ctx, sink.AreaReady) {
+	for name, err := range sink.Names(ctx, r.c.Reader, sink.AreaReady) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list ready segments: %w", err)
 		}
-		st.readyNames = append(st.readyNames, si.Name)
+		st.readyNames = append(st.readyNames, name)
 	}
 	ready := make(map[string]bool, len(st.readyNames))
 	for _, n := range st.readyNames {
@@ -68,11 +68,11 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 		}
 	}
 	quarantined := map[string]bool{}
-	for si, err := range r.c.Reader.List(ctx, sink.AreaQuarantine) {
+	for name, err := range sink.Names(ctx, r.c.Reader, sink.AreaQuarantine) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list quarantined segments: %w", err)
 		}
-		quarantined[si.Name] = true
+		quarantined[name] = true
 		st.quar++
 	}
 	for _, name := range others {
@@ -104,6 +104,9 @@ func (r *Restorer) statusLoop(ctx context.Context) {
 		case <-t.C:
 		case <-ctx.Done():
 			return
+		}
+		if st := r.status.Load(); time.Since(st.at) < r.c.CheckInterval {
+			continue // a pass refreshed it just now
 		}
 		if _, err := r.refresh(ctx); err != nil && ctx.Err() == nil {
 			r.setErr(err)

@@ -181,7 +181,11 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 		}
 	}
 	keep := func() { // not expired after all
-		if cl != nil {
+		switch {
+		case cl == nil:
+		case progress == nil && !cl.WasQuarantined():
+			_ = cl.Forget(context.WithoutCancel(ctx)) // the record only this claim made
+		default:
 			_ = cl.Release(context.WithoutCancel(ctx))
 		}
 	}

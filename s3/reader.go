@@ -99,7 +99,10 @@ type Reader struct {
 	st *store
 }
 
-var _ sink.Reader = (*Reader)(nil)
+var (
+	_ sink.Reader     = (*Reader)(nil)
+	_ sink.NameLister = (*Reader)(nil)
+)
 
 func (r *Reader) state() (*store, error) {
 	r.mu.Lock()
@@ -532,4 +535,36 @@ func (r *Reader) Delete(ctx context.Context, area sink.Area, name string) error 
 		return err
 	}
 	return s.deleteKey(ctx, key)
+}
+
+// Names lists the names of an area's segments, oldest first, without
+// reading their reasons: one ListObjectsV2 request per page. It implements
+// sink.NameLister.
+func (r *Reader) Names(ctx context.Context, area sink.Area) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		s, err := r.state()
+		if err != nil {
+			yield("", err)
+			return
+		}
+		prefix, err := s.areaPrefix(area)
+		if err != nil {
+			yield("", err)
+			return
+		}
+		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			if obj == nil {
+				continue
+			}
+			if name := strings.TrimPrefix(aws.ToString(obj.Key), prefix); checkName(name) == nil {
+				if !yield(name, nil) {
+					return
+				}
+			}
+		}
+	}
 }

@@ -132,3 +132,25 @@ type Records interface {
 // MaxRecordSize bounds the size of a record: sinks may refuse larger ones and
 // read no more than this of one.
 const MaxRecordSize = 64 << 10
+
+// NameLister is implemented by Readers that list an area's names more
+// cheaply than List lists its Infos (an S3 Reader reads each quarantined
+// segment's reason with a request of its own).
+type NameLister interface {
+	// Names returns the names of an area's segments, oldest first.
+	Names(ctx context.Context, area Area) iter.Seq2[string, error]
+}
+
+// Names lists an area's names through r's NameLister, or its List.
+func Names(ctx context.Context, r Reader, area Area) iter.Seq2[string, error] {
+	if nl, ok := r.(NameLister); ok {
+		return nl.Names(ctx, area)
+	}
+	return func(yield func(string, error) bool) {
+		for si, err := range r.List(ctx, area) {
+			if !yield(si.Name, err) || err != nil {
+				return
+			}
+		}
+	}
+}

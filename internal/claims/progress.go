@@ -39,6 +39,8 @@ type Progress struct {
 	// Done says that every record was handled: what remains is to write
 	// the side segments for Aside and to finish the segment.
 	Done bool `json:"done,omitempty"`
+
+	size int // estimated encoded size of Aside and Reasons; -1: to count
 }
 
 // Aside is a run of records set aside in one block: all of [From, To), or,
@@ -107,15 +109,21 @@ func (p *Progress) Full() bool {
 	if len(p.Aside) >= MaxAside || len(p.Reasons) >= MaxReasons {
 		return true
 	}
-	size := 0
-	for _, a := range p.Aside {
-		size += len(a.Mask)*4/3 + 48 // base64 mask and the numbers
+	if p.size < 0 { // parsed: not counted yet
+		p.size = 0
+		for _, a := range p.Aside {
+			p.size += runSize(len(a.Mask))
+		}
+		for _, r := range p.Reasons {
+			p.size += len(r) + 8
+		}
 	}
-	for _, r := range p.Reasons {
-		size += len(r) + 8
-	}
-	return size >= MaxProgressSize
+	return p.size >= MaxProgressSize
 }
+
+// runSize estimates the encoded size of a run with a mask of n bytes: the
+// base64 mask and the numbers.
+func runSize(n int) int { return n*4/3 + 48 }
 
 // SetAside adds one record (seq, in the block at offset) to Aside, extending
 // the last run when it continues it.
@@ -124,14 +132,20 @@ func (p *Progress) SetAside(offset int64, seq uint64, quarantine bool, reason st
 	if quarantine {
 		r = p.reason(reason)
 	}
+	if p.size < 0 {
+		p.Full() // count what was parsed
+	}
 	if n := len(p.Aside); n > 0 {
 		last := &p.Aside[n-1]
 		if last.Offset == offset && last.To <= seq && last.Quarantine == quarantine && last.Reason == r && seq-last.From < maxMaskRecords {
+			before := len(last.Mask)
 			last.add(seq)
+			p.size += runSize(len(last.Mask)) - runSize(before)
 			return
 		}
 	}
 	p.Aside = append(p.Aside, Aside{Offset: offset, From: seq, To: seq + 1, Quarantine: quarantine, Reason: r})
+	p.size += runSize(0)
 }
 
 // add extends the run to seq (>= To), masking the records in between out.
@@ -165,7 +179,14 @@ func (p *Progress) reason(s string) int {
 		}
 	}
 	p.Reasons = append(p.Reasons, s)
+	p.size += len(s) + 8
 	return len(p.Reasons) - 1
+}
+
+// ClearAside forgets the runs set aside and their reasons, once they are in
+// side segments.
+func (p *Progress) ClearAside() {
+	p.Aside, p.Reasons, p.size = nil, nil, 0
 }
 
 // Reason returns the reason of a quarantined run.
@@ -193,8 +214,12 @@ func ParseProgress(b json.RawMessage) (Progress, error) {
 	if len(b) == 0 {
 		return p, nil
 	}
+	p.size = -1
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
+	}
+	if len(p.Aside) > MaxAside || len(p.Reasons) > MaxReasons {
+		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %d runs and %d reasons, at most %d and %d", len(p.Aside), len(p.Reasons), MaxAside, MaxReasons)
 	}
 	for i, a := range p.Aside {
 		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) ||
