@@ -18,7 +18,7 @@ import (
 type hookReader struct {
 	*fs.Reader
 	mu            sync.Mutex
-	onRecordNames func() // once, before listing the records
+	onRecordNames func()                            // once, before listing the records
 	onOpenMissing func(area sink.Area, name string) // once, after an Open found nothing
 }
 
