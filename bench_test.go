@@ -9,12 +9,13 @@ import (
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/gen"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // discardWriter is a sink that keeps nothing, to measure the Queue alone.
 type discardWriter struct{}
 
-func (discardWriter) Create(context.Context, string) (dlqdump.SegmentWriter, error) {
+func (discardWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
 	return discardSegment{}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // dumped is one record read back from a directory.
@@ -127,7 +128,7 @@ func (w *faultyWriter) failed(op string) int {
 	return w.calls[op+"-failed"]
 }
 
-func (w *faultyWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (w *faultyWriter) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	sw, err := w.Writer.Create(ctx, name)
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (w *faultyWriter) Create(ctx context.Context, name string) (dlqdump.Segment
 }
 
 type faultySegment struct {
-	dlqdump.SegmentWriter
+	sink.SegmentWriter
 	w *faultyWriter
 }
 

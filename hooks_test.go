@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // hookWriter wraps a Writer and calls hook before every operation of the
@@ -44,7 +45,7 @@ func (w *hookWriter) done(op string, err error) error {
 	return err
 }
 
-func (w *hookWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (w *hookWriter) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	if err := w.before("create"); err != nil {
 		return nil, err
 	}
@@ -56,14 +57,14 @@ func (w *hookWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWr
 }
 
 func (w *hookWriter) Recover(ctx context.Context) ([]string, error) {
-	if rc, ok := w.Writer.(dlqdump.Recoverer); ok {
+	if rc, ok := w.Writer.(sink.Recoverer); ok {
 		return rc.Recover(ctx)
 	}
 	return nil, nil
 }
 
 type hookSegment struct {
-	sw dlqdump.SegmentWriter
+	sw sink.SegmentWriter
 	w  *hookWriter
 }
 

@@ -106,7 +106,7 @@ type block struct {
 // openSegment is the segment the writer loop is appending to.
 type openSegment struct {
 	name      string
-	sw        SegmentWriter
+	sw        sink.SegmentWriter
 	w         *segment.Writer
 	opened    time.Time
 	footer    bool  // the footer is written, Commit pending
@@ -168,10 +168,10 @@ func NewQueue(config *Config) (*Queue, error) {
 	return q, nil
 }
 
-// recoverSink seals and publishes the segments a crash left open in sink,
-// when it can (Recoverer), logging and counting each.
-func recoverSink(ctx context.Context, sink any, log *slog.Logger, mw MetricsWriter) error {
-	rc, ok := sink.(Recoverer)
+// recoverSink seals and publishes the segments a crash left open in s, when
+// it can (sink.Recoverer), logging and counting each.
+func recoverSink(ctx context.Context, s any, log *slog.Logger, mw MetricsWriter) error {
+	rc, ok := s.(sink.Recoverer)
 	if !ok {
 		return nil
 	}

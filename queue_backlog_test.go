@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 	dlqsink "github.com/dlqdump/dlqdump/sink"
 )
 
@@ -31,7 +32,7 @@ func newHeldWriter() *heldWriter {
 	return &heldWriter{changed: make(chan struct{}), watched: make(chan struct{}, 64), flushing: make(chan struct{}, 1)}
 }
 
-func (w *heldWriter) Create(context.Context, string) (dlqdump.SegmentWriter, error) {
+func (w *heldWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
 	return &heldSegment{w: w}, nil
 }
 

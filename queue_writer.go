@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // The writer loop is the one goroutine that writes blocks to segments, syncs,
@@ -249,7 +250,7 @@ func (q *Queue) open(first int64) error {
 	created := time.Unix(0, first)
 	id := segment.NewID(created)
 	name := segment.FileName(created, id)
-	var sw SegmentWriter
+	var sw sink.SegmentWriter
 	gone, err := q.call(opCreate, nil, 0, func() (err error) {
 		sw, err = q.c.Writer.Create(q.ctx, name)
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func init() {
@@ -50,7 +51,7 @@ func restorerChild() int {
 			fmt.Fprintln(os.Stderr, "restore:", err)
 		}
 		left := 0
-		for _, err := range rd.List(context.Background(), dlqdump.AreaReady) {
+		for _, err := range rd.List(context.Background(), sink.AreaReady) {
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1

@@ -239,7 +239,7 @@ func TestRestoreVersionAndDecodeQuarantine(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	var quarantined []sink.Info
-	for si, err := range rd.List(context.Background(), dlqdump.AreaQuarantine) {
+	for si, err := range rd.List(context.Background(), sink.AreaQuarantine) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestRestoreVersionAndDecodeQuarantine(t *testing.T) {
 	// Release everything back and restore with a restorer that accepts both
 	// versions and decodes anything.
 	for _, si := range quarantined {
-		if err := rd.Move(context.Background(), si.Name, dlqdump.AreaQuarantine, dlqdump.AreaReady, ""); err != nil {
+		if err := rd.Move(context.Background(), si.Name, sink.AreaQuarantine, sink.AreaReady, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -135,7 +135,7 @@ func childScaleSegments(s *spec, ds *dataSet) (*result, error) {
 	for range 3 {
 		start := time.Now()
 		n := 0
-		for _, err := range rd.List(ctx, dlqdump.AreaReady) {
+		for _, err := range rd.List(ctx, sink.AreaReady) {
 			if err != nil {
 				return nil, err
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	dsink "github.com/dlqdump/dlqdump/sink"
 )
 
 func TestHealthz(t *testing.T) {
@@ -207,11 +208,11 @@ func TestTaskFailedQuarantined(t *testing.T) {
 	// The quarantined record carries the headers.
 	ctx := context.Background()
 	var found bool
-	for si, err := range app.sink.reader.List(ctx, dlqdump.AreaQuarantine) {
+	for si, err := range app.sink.reader.List(ctx, dsink.AreaQuarantine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := app.sink.reader.Open(ctx, dlqdump.AreaQuarantine, si.Name)
+		f, err := app.sink.reader.Open(ctx, dsink.AreaQuarantine, si.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

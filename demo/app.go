@@ -536,13 +536,13 @@ func (l *segmentLister) counts(ctx context.Context) (ready, quarantined int) {
 	defer cancel()
 	l.countedAt = time.Now()
 	r, q := 0, 0
-	for _, err := range l.rd.List(ctx, dlqdump.AreaReady) {
+	for _, err := range l.rd.List(ctx, dsink.AreaReady) {
 		if err != nil {
 			return l.ready, l.quarantin
 		}
 		r++
 	}
-	for _, err := range l.rd.List(ctx, dlqdump.AreaQuarantine) {
+	for _, err := range l.rd.List(ctx, dsink.AreaQuarantine) {
 		if err != nil {
 			return l.ready, l.quarantin
 		}
@@ -607,7 +607,7 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-func footerRecords(ctx context.Context, rd dlqdump.Reader, area dlqdump.Area, name string) (uint64, bool) {
+func footerRecords(ctx context.Context, rd dlqdump.Reader, area dsink.Area, name string) (uint64, bool) {
 	f, err := rd.Open(ctx, area, name)
 	if err != nil {
 		return 0, false
@@ -641,14 +641,14 @@ func (q *quarantineScanner) catchUp(ctx context.Context, quarantined uint64) {
 func (q *quarantineScanner) scan(ctx context.Context) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for si, err := range q.rd.List(ctx, dlqdump.AreaQuarantine) {
+	for si, err := range q.rd.List(ctx, dsink.AreaQuarantine) {
 		if err != nil {
 			return
 		}
 		if q.seen[si.Name] {
 			continue
 		}
-		f, err := q.rd.Open(ctx, dlqdump.AreaQuarantine, si.Name)
+		f, err := q.rd.Open(ctx, dsink.AreaQuarantine, si.Name)
 		if err != nil {
 			continue
 		}

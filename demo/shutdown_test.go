@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	dsink "github.com/dlqdump/dlqdump/sink"
 )
 
 // dumpedIDs reads every record in the sink's ready and quarantine areas and
@@ -20,7 +21,7 @@ func dumpedIDs(t *testing.T, app *App) (count map[string]int, reason map[string]
 	t.Helper()
 	ctx := context.Background()
 	count, reason = map[string]int{}, map[string]string{}
-	for _, area := range []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine} {
+	for _, area := range []dsink.Area{dsink.AreaReady, dsink.AreaQuarantine} {
 		for si, err := range app.sink.reader.List(ctx, area) {
 			if err != nil {
 				t.Fatalf("list %s: %v", area, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/s3"
+	dsink "github.com/dlqdump/dlqdump/sink"
 )
 
 // sink is where the dump's segments go and where the Restorer finds them.
@@ -121,7 +122,7 @@ func (s *sink) where(ctx context.Context) string {
 func (s *sink) whereCount(ctx context.Context) (string, int) {
 	var ready, quar int
 	var names []string
-	for si, err := range s.reader.List(ctx, dlqdump.AreaReady) {
+	for si, err := range s.reader.List(ctx, dsink.AreaReady) {
 		if err != nil {
 			return fmt.Sprintf("%s (listing failed: %v)", s.desc, err), 0
 		}
@@ -130,7 +131,7 @@ func (s *sink) whereCount(ctx context.Context) (string, int) {
 			names = append(names, si.Name)
 		}
 	}
-	for _, err := range s.reader.List(ctx, dlqdump.AreaQuarantine) {
+	for _, err := range s.reader.List(ctx, dsink.AreaQuarantine) {
 		if err != nil {
 			break
 		}
@@ -151,7 +152,7 @@ func (s *sink) whereCount(ctx context.Context) (string, int) {
 
 // empty reports whether the sink holds no ready and no quarantined segment.
 func (s *sink) empty(ctx context.Context) bool {
-	for _, area := range []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine, dlqdump.AreaArchive} {
+	for _, area := range []dsink.Area{dsink.AreaReady, dsink.AreaQuarantine, dsink.AreaArchive} {
 		for _, err := range s.reader.List(ctx, area) {
 			_ = err
 			return false

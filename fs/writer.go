@@ -14,6 +14,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Writer publishes segments into a directory. Use it as dlqdump.Config.Writer:
@@ -34,8 +35,8 @@ type Writer struct {
 }
 
 var (
-	_ dlqdump.Writer    = (*Writer)(nil)
-	_ dlqdump.Recoverer = (*Writer)(nil)
+	_ dlqdump.Writer = (*Writer)(nil)
+	_ sink.Recoverer = (*Writer)(nil)
 )
 
 func (w *Writer) perm() os.FileMode {
@@ -78,7 +79,7 @@ func (w *Writer) dir() (string, error) {
 // once it holds the lock, checks that the name still leads to the file it
 // locked, and starts over with a new file when a Recover took the first one;
 // it never hands out a segment on an unlinked file.
-func (w *Writer) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (w *Writer) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Writers and Readers sharing one client, as in the README, run without a
@@ -21,7 +21,7 @@ func TestSharedClientWriterAndReader(t *testing.T) {
 	wg.Go(func() {
 		for range 30 {
 			r := &s3.Reader{Client: client, Bucket: fakeServer.Bucket, Prefix: prefix, Retry: fastRetry}
-			for _, err := range r.List(ctx, dlqdump.AreaReady) {
+			for _, err := range r.List(ctx, sink.AreaReady) {
 				if err != nil {
 					t.Error(err)
 					return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 var slowRetry = s3.Retry{MaxAttempts: 2, BaseDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, AttemptTimeout: time.Second}
@@ -42,7 +43,7 @@ func TestQueueCloseStoresEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Right after Close, as a program that exits would.
-		rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, dlqdump.AreaReady)
+		rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady)
 		rb.wantExactlyOnce(t, want)
 		st := q.Stats()
 		if st.Segments < 2 || st.Stored != st.Segments || uint64(len(rb.names)) != st.Segments {
@@ -159,7 +160,7 @@ func TestQueueShutdownCountsWhatIsNotUploaded(t *testing.T) {
 				if err := q2.Close(); err != nil {
 					t.Fatal(err)
 				}
-				rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, dlqdump.AreaReady)
+				rb := readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady)
 				wanted := map[string]bool{}
 				for _, p := range want {
 					wanted[p] = true

@@ -198,20 +198,20 @@ func (s *store) setUpload(threshold, partSize int64, conc int) {
 }
 
 // areaPrefix returns the key prefix of an area.
-func (s *store) areaPrefix(a dlqdump.Area) (string, error) {
+func (s *store) areaPrefix(a sink.Area) (string, error) {
 	switch a {
-	case dlqdump.AreaReady:
+	case sink.AreaReady:
 		return s.prefix, nil
-	case dlqdump.AreaQuarantine:
+	case sink.AreaQuarantine:
 		return s.prefix + QuarantinePrefix, nil
-	case dlqdump.AreaArchive:
+	case sink.AreaArchive:
 		return s.prefix + ArchivePrefix, nil
 	}
 	return "", fmt.Errorf("dlqdump: s3: unknown area %v", a)
 }
 
 // key returns the key of segment name in area a.
-func (s *store) key(a dlqdump.Area, name string) (string, error) {
+func (s *store) key(a sink.Area, name string) (string, error) {
 	if err := checkName(name); err != nil {
 		return "", err
 	}

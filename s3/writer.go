@@ -154,7 +154,7 @@ type spool struct {
 // item is a committed segment waiting for upload.
 type item struct {
 	name   string
-	area   dlqdump.Area
+	area   sink.Area
 	reason string
 	size   int64
 	data   []byte // memory spool
@@ -216,7 +216,7 @@ func (w *Writer) state() (*spool, error) {
 
 // Create starts the segment name. Its bytes are buffered in memory or in a
 // file in SpoolDir until Commit hands it to the upload spool.
-func (w *Writer) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (w *Writer) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -647,7 +647,7 @@ func (st *spool) uploadOnce(ctx context.Context, it *item) error {
 		if err := os.Remove(it.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			st.log.Warn("removing an uploaded segment from the spool directory failed", slog.String("path", it.path), slog.Any("error", err))
 		}
-		if it.area == dlqdump.AreaQuarantine {
+		if it.area == sink.AreaQuarantine {
 			_ = os.Remove(it.path + reasonSuffix)
 		}
 	}
@@ -673,8 +673,8 @@ func (st *spool) scan() error {
 	var errs []error
 	for _, sub := range []struct {
 		dir  string
-		area dlqdump.Area
-	}{{dir, dlqdump.AreaReady}, {filepath.Join(dir, fs.QuarantineDir), dlqdump.AreaQuarantine}} {
+		area sink.Area
+	}{{dir, sink.AreaReady}, {filepath.Join(dir, fs.QuarantineDir), sink.AreaQuarantine}} {
 		entries, err := os.ReadDir(sub.dir)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
@@ -691,7 +691,7 @@ func (st *spool) scan() error {
 				continue // removed meanwhile
 			}
 			it := &item{name: e.Name(), area: sub.area, size: info.Size(), path: filepath.Join(sub.dir, e.Name())}
-			if sub.area == dlqdump.AreaQuarantine {
+			if sub.area == sink.AreaQuarantine {
 				if b, err := os.ReadFile(it.path + reasonSuffix); err == nil {
 					it.reason = strings.TrimSpace(string(b))
 				}
@@ -772,7 +772,7 @@ func (m *memSegment) Abort() error {
 
 // dirSegment is a segment built in a file of the spool directory.
 type dirSegment struct {
-	sw        dlqdump.SegmentWriter // fs.Writer's
+	sw        sink.SegmentWriter // fs.Writer's
 	st        *spool
 	name      string
 	size      int64

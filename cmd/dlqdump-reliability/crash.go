@@ -19,6 +19,7 @@ import (
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Child processes: the parent SIGKILLs them at random instants.
@@ -245,7 +246,7 @@ func restoreChild() int {
 			fmt.Fprintln(os.Stderr, "restore:", err)
 		}
 		n := 0
-		for _, err := range rd.List(context.Background(), dlqdump.AreaReady) {
+		for _, err := range rd.List(context.Background(), sink.AreaReady) {
 			if err != nil {
 				return 1
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // diskFull dumps into a directory that runs out of space: a small tmpfs when
@@ -118,7 +119,7 @@ type budgetWriter struct {
 	used, budget atomic.Int64
 }
 
-func (w *budgetWriter) Create(ctx context.Context, name string) (dlqdump.SegmentWriter, error) {
+func (w *budgetWriter) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
 	sw, err := w.Writer.Create(ctx, name)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func (w *budgetWriter) Create(ctx context.Context, name string) (dlqdump.Segment
 }
 
 type budgetSegment struct {
-	dlqdump.SegmentWriter
+	sink.SegmentWriter
 	w *budgetWriter
 }
 

@@ -25,6 +25,7 @@ import (
 	dlqs3 "github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // s3Faults dumps through a proxy that fails a share of S3 requests (500, 503
@@ -103,12 +104,12 @@ func s3Faults(o *options) []result {
 	rd := &dlqs3.Reader{Client: direct, Bucket: bucket, Prefix: prefix}
 	seen := map[string]int{}
 	objects := 0
-	for si, err := range rd.List(ctx, dlqdump.AreaReady) {
+	for si, err := range rd.List(ctx, sink.AreaReady) {
 		if err != nil {
 			return []result{{section: "s3 faults", figures: "list: " + err.Error()}}
 		}
 		objects++
-		f, err := rd.Open(ctx, dlqdump.AreaReady, si.Name)
+		f, err := rd.Open(ctx, sink.AreaReady, si.Name)
 		if err != nil {
 			return []result{{section: "s3 faults", figures: "open: " + err.Error()}}
 		}
@@ -176,7 +177,7 @@ func s3Faults(o *options) []result {
 			break
 		}
 		left := 0
-		for _, err := range rd.List(rctx, dlqdump.AreaReady) {
+		for _, err := range rd.List(rctx, sink.AreaReady) {
 			left++ // a failed listing counts as not done
 			if err != nil {
 				break
@@ -190,7 +191,7 @@ func s3Faults(o *options) []result {
 	// Whatever was not delivered must be accounted for: in quarantine, with
 	// a reason.
 	quarantined, reasons := 0, map[string]int{}
-	for si, err := range rd.List(rctx, dlqdump.AreaQuarantine) {
+	for si, err := range rd.List(rctx, sink.AreaQuarantine) {
 		if err != nil {
 			break
 		}

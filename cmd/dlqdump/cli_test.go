@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 func TestHelp(t *testing.T) {
@@ -67,13 +67,13 @@ func TestQuarantine(t *testing.T) {
 	if r.stdout != "released "+segD.name()+"\n" {
 		t.Errorf("release: %s", r)
 	}
-	if n := areaNames(t, dir, dlqdump.AreaReady); len(n) != 4 {
+	if n := areaNames(t, dir, sink.AreaReady); len(n) != 4 {
 		t.Errorf("ready after release: %v", n)
 	}
 	if r := cli(t, 0, "quarantine", "ls", dir); r.stdout != "" || !strings.Contains(r.stderr, "no quarantined segments") {
 		t.Errorf("quarantine ls of an empty quarantine: %s", r)
 	}
-	if _, err := os.Stat(segPath(dir, dlqdump.AreaQuarantine, segD.name()) + ".reason"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(segPath(dir, sink.AreaQuarantine, segD.name()) + ".reason"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the reason file stays: %v", err)
 	}
 	cli(t, exitError, "quarantine", "release", dir, segD.name())

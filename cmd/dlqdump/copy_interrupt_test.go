@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // stallProxy forwards requests to an S3 server, except the ranged GETs of
@@ -61,7 +61,7 @@ func (p *stallProxy) unstall() { p.rel.Do(func() { close(p.release) }) }
 // bigSegment is a ready segment of about 1.6 MB (random, incompressible
 // payloads in 64 KiB blocks), larger than the 1 MiB a copy reads at a time.
 func bigSegment() segSpec {
-	s := segSpec{area: dlqdump.AreaReady, created: t0.Add(-time.Hour), id: 0xbb, version: segA.version, codec: segment.CodecZstd, blockSize: 64 << 10}
+	s := segSpec{area: sink.AreaReady, created: t0.Add(-time.Hour), id: 0xbb, version: segA.version, codec: segment.CodecZstd, blockSize: 64 << 10}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 1600 {
 		p := make([]byte, 1000)
@@ -91,7 +91,7 @@ func TestCopyInterruptedFromS3(t *testing.T) {
 			big := bigSegment()
 			writeSegment(t, src, big)
 			writeSegment(t, src, segB)
-			orig, _ := os.ReadFile(segPath(src, dlqdump.AreaReady, big.name()))
+			orig, _ := os.ReadFile(segPath(src, sink.AreaReady, big.name()))
 			loc := "s3://" + srv.Bucket + "/dlqdump-cli/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
 			cliS3(t, srv, 0, "cp", src, loc)
 
@@ -131,7 +131,7 @@ func TestCopyInterruptedFromS3(t *testing.T) {
 			}
 			<-exited
 			t.Logf("the killed %s left %s", verb, temp)
-			if n := areaNames(t, dst, dlqdump.AreaReady); len(n) > 0 {
+			if n := areaNames(t, dst, sink.AreaReady); len(n) > 0 {
 				t.Errorf("the killed %s published %v", verb, n)
 			}
 
@@ -148,7 +148,7 @@ func TestCopyInterruptedFromS3(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("%s run again after the interruption; %s", verb, r)
 			}
-			checkSameSegment(t, segPath(dst, dlqdump.AreaReady, big.name()), orig)
+			checkSameSegment(t, segPath(dst, sink.AreaReady, big.name()), orig)
 			for p := range tree(t, dst) {
 				if b := filepath.Base(p); strings.HasPrefix(b, ".") && (strings.HasSuffix(b, ".dlq.part") || strings.HasSuffix(b, ".dlq.open")) {
 					t.Errorf("temporary file left: %s", p)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/sink"
@@ -81,7 +80,7 @@ func TestCp(t *testing.T) {
 	if r := cli(t, 0, "cp", src, one, segB.name(), "-q"); r.stdout != "" || r.stderr != "" {
 		t.Errorf("cp -q printed: %s", r)
 	}
-	if n := areaNames(t, one, dlqdump.AreaReady); len(n) != 1 || n[0] != segB.name() {
+	if n := areaNames(t, one, sink.AreaReady); len(n) != 1 || n[0] != segB.name() {
 		t.Errorf("cp of one segment: %v", n)
 	}
 	cli(t, exitUsage, "cp", src, src)
@@ -130,10 +129,10 @@ func TestMvClaimed(t *testing.T) {
 	if !strings.Contains(r.stderr, "is being restored by \"other-restorer\"") || !strings.Contains(r.stderr, "waiting up to 1m0s") {
 		t.Errorf("mv of a claimed segment: %s", r)
 	}
-	if n := areaNames(t, src, dlqdump.AreaReady); len(n) != 1 || n[0] != segA.name() {
+	if n := areaNames(t, src, sink.AreaReady); len(n) != 1 || n[0] != segA.name() {
 		t.Errorf("left in the source: %v", n)
 	}
-	if n := areaNames(t, dst, dlqdump.AreaReady); len(n) != 2 {
+	if n := areaNames(t, dst, sink.AreaReady); len(n) != 2 {
 		t.Errorf("moved: %v", n)
 	}
 	// The restorer still holds its claim.
@@ -156,7 +155,7 @@ func TestMvClaimedByTheDead(t *testing.T) {
 	if !strings.Contains(r.stderr, "claimed by killed-restorer: waiting up to 1s") || !strings.Contains(r.stdout, "moved "+segB.name()) {
 		t.Errorf("mv of a dead restorer's segment: %s", r)
 	}
-	if n := areaNames(t, dst, dlqdump.AreaReady); len(n) != 1 {
+	if n := areaNames(t, dst, sink.AreaReady); len(n) != 1 {
 		t.Errorf("moved: %v", n)
 	}
 }
@@ -165,7 +164,7 @@ func TestMvPartlyRestored(t *testing.T) {
 	src := makeSample(t)
 	dst := t.TempDir()
 	// A restorer delivered the first blocks of A, then stopped.
-	ft := footer(t, segPath(src, dlqdump.AreaReady, segA.name()))
+	ft := footer(t, segPath(src, sink.AreaReady, segA.name()))
 	blk := ft.Blocks[2]
 	rd := &fs.Reader{Directory: src}
 	cl := claimAs(t, rd, segA.name(), "crashed-restorer", time.Minute)
@@ -192,7 +191,7 @@ func TestMvPartlyRestored(t *testing.T) {
 	}
 	// The copy has the same bytes, and the same progress: ls, cat and a
 	// restore of the copy see only what was left.
-	if got, _ := os.ReadFile(segPath(dst, dlqdump.AreaReady, segA.name())); !bytes.Equal(got, orig["ready/"+segA.name()]) {
+	if got, _ := os.ReadFile(segPath(dst, sink.AreaReady, segA.name())); !bytes.Equal(got, orig["ready/"+segA.name()]) {
 		t.Errorf("the moved segment's bytes differ")
 	}
 	if r := cli(t, 0, "ls", dst, segA.name()); !strings.Contains(r.stdout, counts) {
@@ -202,7 +201,7 @@ func TestMvPartlyRestored(t *testing.T) {
 		t.Errorf("moved records:\n%s\nwant\n%s", got, want)
 	}
 	cli(t, 0, "verify", dst)
-	if n := areaNames(t, src, dlqdump.AreaReady); len(n) != 2 {
+	if n := areaNames(t, src, sink.AreaReady); len(n) != 2 {
 		t.Errorf("left in the source: %v", n)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(src, fs.ClaimsDir)); len(claimFiles(entries)) != 0 {

@@ -30,7 +30,7 @@ type rec struct {
 // segSpec describes a test segment. Everything that ends up in its name and
 // in the output is fixed.
 type segSpec struct {
-	area      dlqdump.Area
+	area      sink.Area
 	created   time.Time
 	id        byte // the last byte of the ID: the name ends in -00000000000000ID.dlq
 	version   dlqdump.Version
@@ -91,11 +91,11 @@ func writeSegmentTo(t *testing.T, rd sink.Reader, s segSpec) {
 }
 
 // segPath returns the path of a segment in a dump directory.
-func segPath(dir string, area dlqdump.Area, name string) string {
+func segPath(dir string, area sink.Area, name string) string {
 	switch area {
-	case dlqdump.AreaQuarantine:
+	case sink.AreaQuarantine:
 		return filepath.Join(dir, fs.QuarantineDir, name)
-	case dlqdump.AreaArchive:
+	case sink.AreaArchive:
 		return filepath.Join(dir, fs.ArchiveDir, name)
 	}
 	return filepath.Join(dir, name)
@@ -106,12 +106,12 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // The sample dump: three ready segments (one of data Version 2, one with
 // S2 blocks), a quarantined one and an archived one.
 var (
-	segA = segSpec{area: dlqdump.AreaReady, created: t0, id: 0xa1, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd, blockSize: 300}
-	segB = segSpec{area: dlqdump.AreaReady, created: t0.Add(time.Hour), id: 0xb2, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
-	segC = segSpec{area: dlqdump.AreaReady, created: t0.Add(20*time.Hour + 30*time.Minute), id: 0xc3, version: dlqdump.NewVersion(2, 0, 0, 0), codec: segment.CodecS2}
-	segD = segSpec{area: dlqdump.AreaQuarantine, created: t0.Add(-27 * time.Hour), id: 0xd4, version: dlqdump.NewVersion(0, 9, 0, 0), codec: segment.CodecZstd,
+	segA = segSpec{area: sink.AreaReady, created: t0, id: 0xa1, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd, blockSize: 300}
+	segB = segSpec{area: sink.AreaReady, created: t0.Add(time.Hour), id: 0xb2, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
+	segC = segSpec{area: sink.AreaReady, created: t0.Add(20*time.Hour + 30*time.Minute), id: 0xc3, version: dlqdump.NewVersion(2, 0, 0, 0), codec: segment.CodecS2}
+	segD = segSpec{area: sink.AreaQuarantine, created: t0.Add(-27 * time.Hour), id: 0xd4, version: dlqdump.NewVersion(0, 9, 0, 0), codec: segment.CodecZstd,
 		reason: "version 0.9.0.0, restorer expects 1.0.0.0"}
-	segE = segSpec{area: dlqdump.AreaArchive, created: t0.Add(-51 * time.Hour), id: 0xe5, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
+	segE = segSpec{area: sink.AreaArchive, created: t0.Add(-51 * time.Hour), id: 0xe5, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
 )
 
 func init() {
@@ -182,7 +182,7 @@ func makeSample(t *testing.T) string {
 func protoSample(t *testing.T) (dir, desc string) {
 	t.Helper()
 	dir = t.TempDir()
-	s := segSpec{area: dlqdump.AreaReady, created: t0.Add(48 * time.Hour), id: 0x9b, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
+	s := segSpec{area: sink.AreaReady, created: t0.Add(48 * time.Hour), id: 0x9b, version: dlqdump.NewVersion(1, 0, 0, 0), codec: segment.CodecZstd}
 	msgs := []*apipb.Method{
 		{Name: "CreateOrder", RequestTypeUrl: "type.googleapis.com/shop.v1.CreateOrderRequest", ResponseTypeUrl: "type.googleapis.com/shop.v1.Order"},
 		{Name: "WatchOrders", RequestStreaming: true, ResponseStreaming: true, Options: []*typepb.Option{{Name: "deadline"}}},

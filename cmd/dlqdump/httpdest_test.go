@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Issue 12, defect 10: only a 2xx answer to the POST itself is a delivery.
@@ -79,7 +79,7 @@ func TestRestoreRedirectIsNotDelivery(t *testing.T) {
 			}
 			// Every record is kept, with a reason naming the status and
 			// where the redirect pointed.
-			if names := areaNames(t, dir, dlqdump.AreaReady); len(names) != 0 {
+			if names := areaNames(t, dir, sink.AreaReady); len(names) != 0 {
 				t.Errorf("ready segments left: %v", names)
 			}
 			q := cli(t, 0, "cat", dir, "--area", "quarantine")

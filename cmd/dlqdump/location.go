@@ -55,12 +55,12 @@ func (l *location) String() string {
 }
 
 // segPath names a segment of the location in messages.
-func (l *location) segPath(area dlqdump.Area, name string) string {
+func (l *location) segPath(area sink.Area, name string) string {
 	sub := ""
 	switch area {
-	case dlqdump.AreaQuarantine:
+	case sink.AreaQuarantine:
 		sub = "quarantine/"
-	case dlqdump.AreaArchive:
+	case sink.AreaArchive:
 		sub = "archive/"
 	}
 	if l.isS3() {
@@ -158,10 +158,10 @@ func (a *app) s3Client(ctx context.Context) (*awss3.Client, error) {
 }
 
 // allAreas lists the areas in display order.
-var allAreas = []dlqdump.Area{dlqdump.AreaReady, dlqdump.AreaQuarantine, dlqdump.AreaArchive}
+var allAreas = []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive}
 
 // parseAreas parses the --area flag: ready, quarantine, archive or all.
-func parseAreas(s string) ([]dlqdump.Area, error) {
+func parseAreas(s string) ([]sink.Area, error) {
 	if s == "all" {
 		return allAreas, nil
 	}
@@ -169,13 +169,13 @@ func parseAreas(s string) ([]dlqdump.Area, error) {
 	if err != nil {
 		return nil, usageErrorf("--area %q: want ready, quarantine, archive or all", s)
 	}
-	return []dlqdump.Area{ar}, nil
+	return []sink.Area{ar}, nil
 }
 
 // list returns the segments of the areas, oldest first within each area.
 // With names, only those segments, searched in the areas; a name found in
 // none is an error.
-func (a *app) list(l *location, areas []dlqdump.Area, names []string) ([]sink.Info, error) {
+func (a *app) list(l *location, areas []sink.Area, names []string) ([]sink.Info, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -212,7 +212,7 @@ func (a *app) list(l *location, areas []dlqdump.Area, names []string) ([]sink.In
 
 // areasFlag returns the areas to look in: the --area flag when given, else
 // every area when segment names are given (they are looked for), else def.
-func areasFlag(fl *pflag.FlagSet, value string, names []string, def string) ([]dlqdump.Area, error) {
+func areasFlag(fl *pflag.FlagSet, value string, names []string, def string) ([]sink.Area, error) {
 	if f := fl.Lookup("area"); f != nil && !f.Changed {
 		if len(names) > 0 {
 			return allAreas, nil

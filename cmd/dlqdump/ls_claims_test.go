@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/s3/s3test"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // partlyRestored has a restorer named owner claim A, deliver its first
@@ -19,7 +19,7 @@ import (
 // records it delivered.
 func partlyRestored(t *testing.T, dir, owner string, hold bool) int {
 	t.Helper()
-	blk := footer(t, segPath(dir, dlqdump.AreaReady, segA.name())).Blocks[2]
+	blk := footer(t, segPath(dir, sink.AreaReady, segA.name())).Blocks[2]
 	cl := claimAs(t, &fs.Reader{Directory: dir}, segA.name(), owner, time.Minute)
 	p := claims.Progress{Offset: blk.Offset, Seq: blk.FirstSeq, Delivered: blk.FirstSeq}
 	if err := cl.Save(context.Background(), p.Marshal()); err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // prune --dry-run says what an age limit removes and changes nothing; prune
@@ -15,9 +15,9 @@ import (
 func TestPrune(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now().UTC()
-	old := segSpec{area: dlqdump.AreaArchive, created: now.Add(-72 * time.Hour), id: 0x01, codec: segment.CodecZstd,
+	old := segSpec{area: sink.AreaArchive, created: now.Add(-72 * time.Hour), id: 0x01, codec: segment.CodecZstd,
 		records: []rec{{now.Add(-72 * time.Hour), nil, []byte("a")}, {now.Add(-71 * time.Hour), nil, []byte("b")}}}
-	young := segSpec{area: dlqdump.AreaArchive, created: now.Add(-time.Hour), id: 0x02, codec: segment.CodecZstd,
+	young := segSpec{area: sink.AreaArchive, created: now.Add(-time.Hour), id: 0x02, codec: segment.CodecZstd,
 		records: []rec{{now.Add(-time.Hour), nil, []byte("c")}}}
 	pOld, pYoung := writeSegment(t, dir, old), writeSegment(t, dir, young)
 	r := cli(t, 0, "prune", dir, "--area", "archive", "--max-age", "24h", "--dry-run")

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // TestQuarantinePartlyDelivered is the command's side of issue 12 defect 5:
@@ -17,7 +17,7 @@ import (
 // a restore must not deliver them again.
 func TestQuarantinePartlyDelivered(t *testing.T) {
 	dir := makeSample(t)
-	pathA := segPath(dir, dlqdump.AreaReady, segA.name())
+	pathA := segPath(dir, sink.AreaReady, segA.name())
 	blk := footer(t, pathA).Blocks[2]
 	flipBit(t, pathA, blk.Offset+segment.BlockHeaderSize+3)
 	intact := 12 - int(blk.Count)
@@ -71,13 +71,13 @@ func TestQuarantinePartlyDelivered(t *testing.T) {
 func TestReleaseNeverReplaces(t *testing.T) {
 	dir := makeSample(t)
 	other := segD
-	other.area = dlqdump.AreaReady
+	other.area = sink.AreaReady
 	other.reason = ""
 	other.records = other.records[:1]
 	writeSegment(t, dir, other)
 	before := tree(t, dir)
 	r := cli(t, exitError, "quarantine", "release", dir, "--all")
-	q, rd := segPath(dir, dlqdump.AreaQuarantine, segD.name()), segPath(dir, dlqdump.AreaReady, segD.name())
+	q, rd := segPath(dir, sink.AreaQuarantine, segD.name()), segPath(dir, sink.AreaReady, segD.name())
 	if !strings.Contains(r.stderr, "release "+q+": "+rd+" is in the way") || !strings.Contains(r.stderr, "not replaced") {
 		t.Errorf("release over a ready segment: %s", r)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // target is an HTTP endpoint to restore into. refuse decides, from how many
@@ -114,7 +114,7 @@ func samplePayloads() []string {
 }
 
 // areaNames lists the segment names of an area of a dump directory.
-func areaNames(t *testing.T, dir string, area dlqdump.Area) []string {
+func areaNames(t *testing.T, dir string, area sink.Area) []string {
 	t.Helper()
 	d := segPath(dir, area, "")
 	entries, err := os.ReadDir(d)
@@ -153,11 +153,11 @@ func TestRestoreStdout(t *testing.T) {
 	if !strings.Contains(r.stderr, "restored 20 records") {
 		t.Errorf("no report: %s", r)
 	}
-	if n := areaNames(t, dir, dlqdump.AreaReady); len(n) != 0 {
+	if n := areaNames(t, dir, sink.AreaReady); len(n) != 0 {
 		t.Errorf("ready segments left: %v", n)
 	}
 	// Quarantine and archive are not restored.
-	if len(areaNames(t, dir, dlqdump.AreaQuarantine)) != 1 || len(areaNames(t, dir, dlqdump.AreaArchive)) != 1 {
+	if len(areaNames(t, dir, sink.AreaQuarantine)) != 1 || len(areaNames(t, dir, sink.AreaArchive)) != 1 {
 		t.Errorf("quarantine or archive changed")
 	}
 	if r := cli(t, 0, "restore", dir, "--quiet"); r.stdout != "" || r.stderr != "" {
@@ -201,10 +201,10 @@ func TestRestoreHTTPRetries(t *testing.T) {
 	if !strings.Contains(r.stderr, "restored 20 records") || !strings.Contains(r.stderr, "40 retries") {
 		t.Errorf("report: %s", r)
 	}
-	if n := areaNames(t, dir, dlqdump.AreaReady); len(n) != 0 {
+	if n := areaNames(t, dir, sink.AreaReady); len(n) != 0 {
 		t.Errorf("ready segments left: %v", n)
 	}
-	if n := areaNames(t, dir, dlqdump.AreaQuarantine); len(n) != 1 {
+	if n := areaNames(t, dir, sink.AreaQuarantine); len(n) != 1 {
 		t.Errorf("quarantine: %v", n)
 	}
 	h := tg.headersOf(string(segB.records[1].payload))
@@ -237,7 +237,7 @@ func TestRestoreRefused(t *testing.T) {
 		t.Errorf("report: %s", r)
 	}
 	// Nothing is lost: the records are in quarantine, each with its reason.
-	if n := areaNames(t, dir, dlqdump.AreaReady); len(n) != 0 {
+	if n := areaNames(t, dir, sink.AreaReady); len(n) != 0 {
 		t.Errorf("ready segments left: %v", n)
 	}
 	r = cli(t, 0, "cat", dir, "--area", "quarantine", "--where", "reason=failed", "--where", "source=orders")
@@ -253,7 +253,7 @@ func TestRestoreRefused(t *testing.T) {
 	}
 	// Release everything and restore it into a target that takes it.
 	cli(t, 0, "quarantine", "release", dir, "--all")
-	if n := areaNames(t, dir, dlqdump.AreaQuarantine); len(n) != 0 {
+	if n := areaNames(t, dir, sink.AreaQuarantine); len(n) != 0 {
 		t.Errorf("quarantine after release --all: %v", n)
 	}
 	ok := newTarget(t, nil)
@@ -283,7 +283,7 @@ func TestRestoreNotRetried(t *testing.T) {
 		}
 	}
 	// Only the named segment was touched.
-	if n := areaNames(t, dir, dlqdump.AreaReady); len(n) != 2 {
+	if n := areaNames(t, dir, sink.AreaReady); len(n) != 2 {
 		t.Errorf("ready: %v", n)
 	}
 }
@@ -301,7 +301,7 @@ func TestRestoreFiltersArchiveVersion(t *testing.T) {
 		t.Errorf("left ready: %s", r)
 	}
 	// A and C are archived; B, with no leak, is left as it was.
-	if n := areaNames(t, dir, dlqdump.AreaArchive); len(n) != 1+2 {
+	if n := areaNames(t, dir, sink.AreaArchive); len(n) != 1+2 {
 		t.Errorf("archive: %v", n)
 	}
 

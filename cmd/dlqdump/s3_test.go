@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/s3/s3test"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // TestS3 runs the commands on S3 locations, as a user would with the AWS
@@ -73,7 +73,7 @@ func TestS3(t *testing.T) {
 				t.Errorf("%s segments left on S3 after mv: %s", ar, ls)
 			}
 		}
-		if n := areaNames(t, down, dlqdump.AreaReady); len(n) != 2 {
+		if n := areaNames(t, down, sink.AreaReady); len(n) != 2 {
 			t.Errorf("ready after mv from S3: %v", n)
 		}
 		cli(t, 0, "verify", down)

@@ -9,18 +9,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqdump/dlqdump"
 	dlqfs "github.com/dlqdump/dlqdump/fs"
 	dlqs3 "github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // archivedA is a copy of A that was restored and archived: every record in
 // it was delivered already. (A function: A's records are filled by init.)
 func archivedA() segSpec {
 	s := segA
-	s.area = dlqdump.AreaArchive
+	s.area = sink.AreaArchive
 	s.id = 0xa9
 	return s
 }
@@ -131,7 +131,7 @@ func TestSalvageIntoVerifiedPrefixRefused(t *testing.T) {
 		// refuse to copy a damaged segment).
 		rd := &dlqs3.Reader{Client: srv.Client(), Bucket: srv.Bucket, Prefix: strings.TrimPrefix(loc, "s3://"+srv.Bucket+"/")}
 		ctx := context.Background()
-		sw, err := rd.Create(ctx, dlqdump.AreaArchive, archivedName())
+		sw, err := rd.Create(ctx, sink.AreaArchive, archivedName())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/gen"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // TestWriteReadmeSample writes the dump that README.md's examples were run
@@ -70,12 +71,12 @@ func TestWriteReadmeSample(t *testing.T) {
 	ctx := context.Background()
 	rd := &fs.Reader{Directory: dir}
 	segments, reasons := 0, map[string]int{}
-	for si, err := range rd.List(ctx, dlqdump.AreaReady) {
+	for si, err := range rd.List(ctx, sink.AreaReady) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		segments++
-		f, err := rd.Open(ctx, dlqdump.AreaReady, si.Name)
+		f, err := rd.Open(ctx, sink.AreaReady, si.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -164,7 +163,7 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		}
 		salvaged++
 		salvagedRecs += int(cnt)
-		a.printOut(fmt.Sprintf("  salvaged %s to %s", plural(cnt, "intact record"), salvage.segPath(dlqdump.AreaReady, si.Name)))
+		a.printOut(fmt.Sprintf("  salvaged %s to %s", plural(cnt, "intact record"), salvage.segPath(sink.AreaReady, si.Name)))
 	}
 	bar.finish()
 	if !a.quiet {
@@ -236,13 +235,13 @@ func isHeaderDamage(damage []error) bool {
 // segment of the same name in the ready area of dst.
 func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) {
 	ctx := a.ctx
-	if _, err := dst.reader.Open(ctx, dlqdump.AreaReady, si.Name); err == nil {
-		return 0, fmt.Errorf("%s already exists", dst.segPath(dlqdump.AreaReady, si.Name))
+	if _, err := dst.reader.Open(ctx, sink.AreaReady, si.Name); err == nil {
+		return 0, fmt.Errorf("%s already exists", dst.segPath(sink.AreaReady, si.Name))
 	} else if !isNotFound(err) {
 		return 0, err
 	}
 	var (
-		sw dlqdump.SegmentWriter
+		sw sink.SegmentWriter
 		w  *segment.Writer
 		n  uint64
 	)
@@ -254,8 +253,8 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 	_, err := a.walk(l, si, walkOpts{}, func(hdr *segment.Header, b *segment.Block) error {
 		if w == nil {
 			var err error
-			if sw, err = dst.reader.Create(ctx, dlqdump.AreaReady, si.Name); err != nil {
-				return fmt.Errorf("create %s: %w", dst.segPath(dlqdump.AreaReady, si.Name), err)
+			if sw, err = dst.reader.Create(ctx, sink.AreaReady, si.Name); err != nil {
+				return fmt.Errorf("create %s: %w", dst.segPath(sink.AreaReady, si.Name), err)
 			}
 			h := segment.Header{Codec: hdr.Codec, DataVersion: hdr.DataVersion, Created: hdr.Created, ID: hdr.ID}
 			if w, err = segment.NewWriter(sw, h, nil); err != nil {
@@ -265,7 +264,7 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 		for i := range b.Len() {
 			rec := b.Record(i)
 			if err := w.Copy(&rec, nil); err != nil {
-				return fmt.Errorf("write %s: %w", dst.segPath(dlqdump.AreaReady, si.Name), err)
+				return fmt.Errorf("write %s: %w", dst.segPath(sink.AreaReady, si.Name), err)
 			}
 			n++
 		}
@@ -284,7 +283,7 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 	}
 	if err := sw.Commit(context.WithoutCancel(ctx)); err != nil {
 		abort()
-		return 0, fmt.Errorf("publish %s: %w", dst.segPath(dlqdump.AreaReady, si.Name), err)
+		return 0, fmt.Errorf("publish %s: %w", dst.segPath(sink.AreaReady, si.Name), err)
 	}
 	return n, nil
 }

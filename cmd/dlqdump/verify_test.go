@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // footer reads the footer of a segment file.
@@ -63,18 +63,18 @@ func TestVerifyIntact(t *testing.T) {
 func TestVerifyDamage(t *testing.T) {
 	dir := makeSample(t)
 	// A bit flip in the stored bytes of block 2 of A.
-	pathA := segPath(dir, dlqdump.AreaReady, segA.name())
+	pathA := segPath(dir, sink.AreaReady, segA.name())
 	ftA := footer(t, pathA)
 	blk := ftA.Blocks[2]
 	flipBit(t, pathA, blk.Offset+segment.BlockHeaderSize+3)
 	// C loses its footer: truncated right after its last block.
-	pathC := segPath(dir, dlqdump.AreaReady, segC.name())
+	pathC := segPath(dir, sink.AreaReady, segC.name())
 	ftC := footer(t, pathC)
 	if err := os.Truncate(pathC, ftC.Blocks[len(ftC.Blocks)-1].End()+7); err != nil {
 		t.Fatal(err)
 	}
 	// E's header is damaged.
-	pathE := segPath(dir, dlqdump.AreaArchive, segE.name())
+	pathE := segPath(dir, sink.AreaArchive, segE.name())
 	flipBit(t, pathE, 20)
 
 	r := cli(t, exitDamage, "verify", dir)
