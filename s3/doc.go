@@ -57,6 +57,17 @@
 // committed segments from the stored ones. Closing the Writer yourself is not
 // needed, and harmless after the Queue.
 //
+// A process killed during a multipart upload leaves it unfinished, and S3
+// keeps (and bills) its parts until it is aborted. Writer.Recover, which
+// dlqdump.NewQueue calls, aborts the unfinished uploads of segments under
+// Prefix that are older than Writer.AbortUploadsAfter (an hour) by the
+// server's clock; a live Writer whose upload is aborted uploads the segment
+// again. Add a bucket lifecycle rule as well, for prefixes no Writer starts
+// on again:
+//
+//	{"Rules": [{"ID": "dlqdump-incomplete-uploads", "Status": "Enabled", "Filter": {"Prefix": "dlq/"},
+//	  "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]}
+//
 // # Durable mode
 //
 // With S3, Durable (dlqdump.Config.Durable) means durable on the local disk:

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -210,61 +209,4 @@ feed:
 		}
 	}
 	return err
-}
-
-// abortOthers aborts every unfinished multipart upload of key, once the
-// segment is stored there: those of earlier attempts whose
-// CreateMultipartUpload took effect but whose answer was lost, and those of a
-// process that died during an upload of the same segment (its spool is
-// uploaded again on the next start). Names are unique per segment, so nobody
-// else uploads under key. Bounded in time even if ctx is done; a failure is
-// logged, and a bucket lifecycle rule for incomplete uploads removes what is
-// left.
-func (s *store) abortOthers(ctx context.Context, key string) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	var keyMarker, idMarker *string
-	for {
-		var out *awss3.ListMultipartUploadsOutput
-		err := s.call(actx, "ListMultipartUploads", key, 0, true, func(ctx context.Context) error {
-			var err error
-			out, err = s.client.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &key,
-				KeyMarker: keyMarker, UploadIdMarker: idMarker})
-			if apiCode(err) == "NoSuchUpload" { // gofakes3: no upload ever in the bucket
-				out, err = &awss3.ListMultipartUploadsOutput{}, nil
-			}
-			return err
-		})
-		if err != nil {
-			s.log.Warn("listing unfinished multipart uploads of a stored segment failed; a bucket lifecycle rule for incomplete uploads removes them", "key", key, "error", err)
-			return
-		}
-		for _, mu := range out.Uploads {
-			if aws.ToString(mu.Key) == key {
-				s.log.Debug("aborting an unfinished multipart upload of a stored segment", "key", key, "upload", aws.ToString(mu.UploadId))
-				s.abortMultipart(actx, key, aws.ToString(mu.UploadId))
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) || out.NextKeyMarker == nil && out.NextUploadIdMarker == nil {
-			return
-		}
-		keyMarker, idMarker = out.NextKeyMarker, out.NextUploadIdMarker
-	}
-}
-
-// abortMultipart aborts an upload, bounded in time even if ctx is done, so
-// that its parts are not kept (and billed) forever.
-func (s *store) abortMultipart(ctx context.Context, key, id string) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := s.call(actx, "AbortMultipartUpload", key, 0, true, func(ctx context.Context) error {
-		_, err := s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &id})
-		if notFound(err) || apiCode(err) == "NoSuchUpload" {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		s.log.Warn("aborting a failed multipart upload failed; a bucket lifecycle rule for incomplete uploads removes its parts", "error", err)
-	}
 }

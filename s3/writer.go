@@ -98,6 +98,17 @@ type Writer struct {
 	// DefaultPartConcurrency (4).
 	PartConcurrency int
 
+	// AbortUploadsAfter is how old, by the server's clock, an unfinished
+	// multipart upload of a segment under Prefix must be for Recover to
+	// abort it: the uploads of a process that stopped during them (killed,
+	// crashed), whose parts S3 keeps, and bills, until they are aborted. A
+	// live Writer on the same Prefix whose upload is aborted uploads the
+	// segment again, so a value shorter than the longest upload costs a
+	// retry, never data; the default keeps every live upload in practice.
+	// Negative: abort every one, however recent (tests). Default
+	// DefaultAbortUploadsAfter (1h).
+	AbortUploadsAfter time.Duration
+
 	// Retry says how failed S3 calls are retried. Default: see Retry.
 	Retry Retry
 	// Logger receives upload failures and recovery reports; never
@@ -202,15 +213,35 @@ func (w *Writer) CheckDurable() error {
 	return nil
 }
 
-// Recover uploads what an earlier process left in SpoolDir: it seals and
-// spools the segments left open by a crash (as fs.Writer.Recover does, and
-// returns their names) and queues every sealed segment not yet uploaded,
-// quarantined ones to the quarantine prefix with their reason. dlqdump.NewQueue
-// calls it. Without SpoolDir there is nothing to recover.
+// Recover cleans up after an earlier process on the same Prefix and
+// SpoolDir; dlqdump.NewQueue calls it.
+//
+// It aborts the unfinished multipart uploads of segments under Prefix
+// initiated at least AbortUploadsAfter ago, judged by the server's clock (see
+// AbortUploadsAfter): those of a process killed during an upload, which
+// nobody would finish. A failure to list or abort them is logged and not
+// returned, so that an S3 outage does not keep a Queue from starting; the
+// sweep takes at most 10 seconds. A bucket lifecycle rule
+// (AbortIncompleteMultipartUpload) is the backstop for what it leaves.
+//
+// With SpoolDir it then seals and spools the segments left open by a crash
+// (as fs.Writer.Recover does, and returns their names) and queues every
+// sealed segment not yet uploaded, quarantined ones to the quarantine prefix
+// with their reason.
 func (w *Writer) Recover(ctx context.Context) ([]string, error) {
 	st, err := w.state()
 	if err != nil {
 		return nil, err
+	}
+	after := w.AbortUploadsAfter
+	if after == 0 {
+		after = DefaultAbortUploadsAfter
+	}
+	if n, err := st.abortStale(ctx, after); err != nil {
+		st.log.Warn("aborting the stale multipart uploads of segments failed; a bucket lifecycle rule for incomplete uploads removes them",
+			slog.Any("error", st.sweepErr(n, err)))
+	} else if n > 0 {
+		st.log.Info("aborted the unfinished multipart uploads of an earlier process", slog.Int("uploads", n))
 	}
 	if st.fsw == nil {
 		return nil, nil

@@ -48,8 +48,11 @@ func (st *Store) writer(sc Scenario, in *faults.Injector, log *slog.Logger) dlqd
 	case FS:
 		w = &fs.Writer{Directory: st.Dir, Logger: log}
 	default:
+		// AbortUploadsAfter -1: the restart after a crash aborts the
+		// crashed process's multipart uploads however recent, so the
+		// enumeration checks that mechanism (the default waits an hour).
 		sw := &dlqs3.Writer{Client: st.client(in), Bucket: st.Server.Bucket, Prefix: st.Prefix, Retry: s3Retry, Logger: log,
-			SpoolWait: time.Minute}
+			SpoolWait: time.Minute, AbortUploadsAfter: -1}
 		if sc.Sink == S3SpoolDir {
 			sw.SpoolDir = st.Dir
 		}
