@@ -159,6 +159,9 @@ func (r *Reader) ReadBlock(b *Block) error {
 	if err != nil {
 		return err
 	}
+	if err := r.openJob(&j); err != nil {
+		return err
+	}
 	raw, index, scratch, err := decodeFresh(&j, r.raw, b.index)
 	r.raw = scratch
 	b.index = index[:0]

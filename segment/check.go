@@ -19,6 +19,12 @@ type blockJob struct {
 	skip   int    // records before the resume point of a Seek
 	stored []byte // the stored bytes; valid until the reader reads again
 	fcs    bool   // the stored bytes say how long they decode to
+
+	// A sealed block's: the sealer (nil when the block is not sealed),
+	// its header as authenticated and its nonce counter. openJob opens it.
+	seal    *sealer
+	aad     [56]byte
+	counter uint32
 }
 
 // nextJob finds the next block and verifies all of it that can be verified
@@ -33,6 +39,10 @@ func (r *Reader) nextJob() (blockJob, error) {
 	if r.done || r.next >= r.end {
 		r.done = true
 		return blockJob{}, io.EOF
+	}
+	if r.keyErr != nil && !r.verifying {
+		// Encrypted and no key: never return the sealed bytes as data.
+		return blockJob{}, r.keyErr
 	}
 	off, idx := r.next, r.nblock
 	j, verified, err := r.checkJob(off)
@@ -73,6 +83,10 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 	}
 	idx := r.nblock
 	j = blockJob{info: info, base: base, idx: idx, stored: stored}
+	if r.hdr.Encrypted {
+		j.seal, j.aad = r.seal, r.aad
+		j.counter = binary.LittleEndian.Uint32(r.aad[52:])
+	}
 	switch {
 	case int64(info.RawLen) > int64(r.maxBlock):
 		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: raw length %d exceeds the cap %d", ErrTooLarge, info.RawLen, r.maxBlock))
@@ -90,7 +104,10 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 		}
 	}
 	// Check the raw length against what the stored bytes say before
-	// anything is allocated for it.
+	// anything is allocated for it (for a sealed block, once opened).
+	if r.hdr.Encrypted {
+		return j, true, nil
+	}
 	if j.fcs, err = checkRawLen(info.Codec, stored, int(info.RawLen)); err != nil {
 		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
@@ -177,6 +194,20 @@ func (r *Reader) checkBlock(off int64) (BlockInfo, int64, []byte, error) {
 	if le.Uint32(h[:]) != blockMagic {
 		return fail(BlockInfo{}, fmt.Errorf("%w: no block magic", ErrCorrupt))
 	}
+	// Sealed blocks, and only they, in an encrypted segment: a block
+	// cannot be made to pass for plain data (or the reverse) without
+	// the checksum failing.
+	overhead := uint32(0)
+	switch flags := le.Uint16(h[6:]); {
+	case flags&^blockSealed != 0:
+		return fail(BlockInfo{}, fmt.Errorf("%w: unknown block flags %#x", ErrCorrupt, flags))
+	case flags&blockSealed != 0 && !r.hdr.Encrypted:
+		return fail(BlockInfo{}, fmt.Errorf("%w: sealed block in a segment that is not encrypted", ErrCorrupt))
+	case flags&blockSealed == 0 && r.hdr.Encrypted:
+		return fail(BlockInfo{}, fmt.Errorf("%w: block not sealed in an encrypted segment", ErrCorrupt))
+	case r.hdr.Encrypted:
+		overhead = TagSize
+	}
 	switch h[4] {
 	case blockTypeData:
 	case blockTypeFooter:
@@ -199,7 +230,9 @@ func (r *Reader) checkBlock(off int64) (BlockInfo, int64, []byte, error) {
 	switch {
 	case int64(info.StoredLen) > r.end-off-BlockHeaderSize:
 		return fail(info, fmt.Errorf("%w: stored length %d exceeds the %d bytes left (truncated)", ErrCorrupt, info.StoredLen, r.end-off-BlockHeaderSize))
-	case info.StoredLen > info.RawLen:
+	case info.StoredLen <= overhead && overhead > 0:
+		return fail(info, fmt.Errorf("%w: sealed block of %d bytes, shorter than its tag", ErrCorrupt, info.StoredLen))
+	case uint64(info.StoredLen) > uint64(info.RawLen)+uint64(overhead):
 		return fail(info, fmt.Errorf("%w: stored length %d exceeds raw length %d", ErrCorrupt, info.StoredLen, info.RawLen))
 	case !info.Codec.valid():
 		return fail(info, fmt.Errorf("%w: unknown codec %d", ErrFormat, info.Codec))
@@ -219,5 +252,6 @@ func (r *Reader) checkBlock(off int64) (BlockInfo, int64, []byte, error) {
 	if got := le.Uint32(h[56:]); got != crc {
 		return fail(info, fmt.Errorf("%w: block checksum %08x, want %08x", ErrCorrupt, got, crc))
 	}
+	r.aad = [56]byte(h[:56])
 	return info, base, stored, nil
 }

@@ -18,6 +18,8 @@ type sweepSegment struct {
 	recs   []rec
 	blocks []blockSpan
 	footer int64 // offset of the footer
+	start  int64 // where blocks start (after the key section when encrypted)
+	keys   KeyUnwrapper
 
 	sealChecked map[int64]bool // prefixes Seal was checked on
 }
@@ -32,14 +34,21 @@ type blockSpan struct {
 
 func newSweepSegment(t testing.TB, codec Codec) *sweepSegment {
 	t.Helper()
+	return newSweepSegmentKey(t, codec, nil, nil)
+}
+
+// newSweepSegmentKey is newSweepSegment, encrypted with key (nil: not
+// encrypted), read with keys.
+func newSweepSegmentKey(t testing.TB, codec Codec, key *DataKey, keys KeyUnwrapper) *sweepSegment {
+	t.Helper()
 	var recs []rec
 	for i := range 32 {
 		h, _ := smallHeaders(uint64(i))
 		recs = append(recs, rec{t: smallTime(uint64(i)).UnixNano(), headers: h, payload: smallPayload(nil, uint64(i)*7919)})
 	}
-	s := &sweepSegment{name: "sweep-" + codec.String() + Ext, recs: recs, sealChecked: map[int64]bool{}}
-	s.data = writeRecords(t, codec, &WriterOptions{BlockSize: 800}, recs)
-	r, err := NewReader(bytes.NewReader(s.data), int64(len(s.data)), nil)
+	s := &sweepSegment{name: "sweep-" + codec.String() + Ext, recs: recs, sealChecked: map[int64]bool{}, keys: keys}
+	s.data = writeRecords(t, codec, &WriterOptions{BlockSize: 800, Key: key}, recs)
+	r, err := NewReader(bytes.NewReader(s.data), int64(len(s.data)), &ReaderOptions{Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +57,7 @@ func newSweepSegment(t testing.TB, codec Codec) *sweepSegment {
 		t.Fatalf("%s: sweep segment has footer %+v, want 5 to 10 blocks", codec, ft)
 	}
 	s.footer = int64(len(s.data)) - footerSize(len(ft.Blocks))
+	s.start = r.Start()
 	for i, b := range ft.Blocks {
 		end := s.footer
 		if i+1 < len(ft.Blocks) {
@@ -111,14 +121,14 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 	t.Helper()
 	data := d.apply(s.data)
 	size := int64(len(data))
-	opts := &ReaderOptions{Name: s.name}
+	opts := &ReaderOptions{Name: s.name, Keys: s.keys}
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf("%s, %s: %s", s.name, d, fmt.Sprintf(format, args...))
 	}
 
 	r, err := NewReader(bytes.NewReader(data), size, opts)
-	if d.touches(0, HeaderSize) {
+	if d.touches(0, s.start) {
 		if err == nil {
 			fail("NewReader accepted a damaged header")
 		}
@@ -140,7 +150,7 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 	}
 	if footerHit {
 		ce := checkCorruptError(t, r.FooterError(), s.name)
-		if ce.Offset < HeaderSize || ce.Offset > size {
+		if ce.Offset < s.start || ce.Offset > size {
 			fail("footer error at offset %d: %v", ce.Offset, ce)
 		}
 	} else if r.FooterError() != nil || r.Footer().Records != uint64(len(s.recs)) {
@@ -176,7 +186,7 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 		if err != nil {
 			errs++
 			ce := checkCorruptError(t, err, s.name)
-			if ce.Offset < HeaderSize || ce.Offset >= size {
+			if ce.Offset < s.start || ce.Offset >= size {
 				fail("error at offset %d outside the blocks: %v", ce.Offset, err)
 			}
 			continue
@@ -215,7 +225,7 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 	if len(res.Blocks) != firstHit || res.Sealed != !footerHit || res.Size != size {
 		fail("Scan found %d blocks (sealed %v), want %d (sealed %v)", len(res.Blocks), res.Sealed, firstHit, !footerHit)
 	}
-	end, records := int64(HeaderSize), uint64(0)
+	end, records := s.start, uint64(0)
 	if firstHit > 0 {
 		end = s.blocks[firstHit-1].end
 		records = s.blocks[firstHit-1].first + uint64(s.blocks[firstHit-1].count)
@@ -240,7 +250,7 @@ func (s *sweepSegment) check(t testing.TB, d *damage) {
 		if err := Seal(&sealed, res); err != nil {
 			fail("Seal: %v", err)
 		}
-		readAllRecords(t, sealed.Bytes(), s.recs[:res.Records])
+		readAllRecordsOpts(t, sealed.Bytes(), s.recs[:res.Records], &ReaderOptions{Name: "test", Keys: s.keys})
 		s.sealChecked[res.End] = true
 	}
 }

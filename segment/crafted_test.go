@@ -25,6 +25,9 @@ type craftedBlock struct {
 	firstSeq        uint64
 	base, min, max_ int64
 	stored          []byte
+
+	seal    *sealer // seals the block, for an encrypted segment, when set
+	counter uint32  // its nonce counter
 }
 
 func (c *craftedBlock) appendTo(dst []byte) []byte {
@@ -47,10 +50,17 @@ func (c *craftedBlock) appendTo(dst []byte) []byte {
 	le.PutUint64(h[28:], uint64(c.base))
 	le.PutUint64(h[36:], uint64(c.min))
 	le.PutUint64(h[44:], uint64(c.max_))
-	crc := crc32.Update(crc32.Checksum(c.stored, castag), castag, h[:56])
+	stored := c.stored
+	if c.seal != nil {
+		le.PutUint16(h[6:], blockSealed)
+		le.PutUint32(h[16:], sl+TagSize)
+		le.PutUint32(h[52:], c.counter)
+		stored = c.seal.seal(nil, h[:56], c.stored, c.counter)
+	}
+	crc := crc32.Update(crc32.Checksum(stored, castag), castag, h[:56])
 	le.PutUint32(h[56:], crc)
 	dst = append(dst, h...)
-	return append(dst, c.stored...)
+	return append(dst, stored...)
 }
 
 // craftSegment returns a segment header followed by blocks, unsealed.
@@ -58,7 +68,7 @@ func craftSegment(codec Codec, blocks ...*craftedBlock) []byte {
 	h := testHeader(codec)
 	h.FormatVersion = FormatVersion
 	b := make([]byte, HeaderSize)
-	h.marshal(b)
+	h.marshal(b, HeaderSize)
 	for _, c := range blocks {
 		b = c.appendTo(b)
 	}

@@ -30,6 +30,18 @@
 // goroutines, delivering them in order; the consumer releases each block when
 // done. Reading ahead is bounded in bytes (StreamOptions.ReadAhead).
 //
+// Encryption at rest: a Writer given a DataKey (WriterOptions.Key) writes an
+// encrypted segment, format version 2: its header is followed by a key
+// section holding the data key wrapped for the segment's recipients, and
+// every block is sealed with AES-256-GCM after compression, its header
+// authenticated; the checksums cover the sealed bytes. A Reader unwraps the
+// key with ReaderOptions.Keys; without it the header, footer and checksums
+// are read (VerifyBlock, Scan) and reading records returns an error wrapping
+// ErrNoKey, never sealed bytes. A block that fails authentication is damage,
+// a *CorruptError, like a bad checksum. Rewrap copies an encrypted segment
+// with its key wrapped anew, its blocks unchanged. See seal.go for the
+// layout.
+//
 // Bounds on hostile input: memory never depends on the number of records (a
 // Reader keeps no per-record state, a Block one 4-byte offset per 16
 // records), so what reading a segment holds at once is about one block of at

@@ -13,7 +13,7 @@ func (r *Reader) readFooter() error {
 	unsealed := func(format string, args ...any) error {
 		return r.corrupt(r.size, -1, fmt.Errorf("%w: "+format, append([]any{ErrUnsealed}, args...)...))
 	}
-	if r.size < HeaderSize+footerSize(0) {
+	if r.size < r.start+footerSize(0) {
 		return unsealed("no room for a footer")
 	}
 	t, err := r.read(r.size-TrailerSize, TrailerSize)
@@ -24,14 +24,18 @@ func (r *Reader) readFooter() error {
 		return unsealed("no end magic")
 	}
 	le := binary.LittleEndian
+	overhead := int64(0)
+	if r.hdr.Encrypted {
+		overhead = TagSize
+	}
 	flen := int64(le.Uint32(t))
 	foff := r.size - TrailerSize - flen
-	if flen < FooterFixedSize+4 || foff < HeaderSize || (flen-FooterFixedSize-4)%IndexEntrySize != 0 {
+	if flen < FooterFixedSize+4 || foff < r.start || (flen-FooterFixedSize-4)%IndexEntrySize != 0 {
 		return r.corrupt(r.size-TrailerSize, -1, fmt.Errorf("%w: footer length %d is impossible", ErrCorrupt, flen))
 	}
 	n := int((flen - FooterFixedSize - 4) / IndexEntrySize)
 	// Every block takes at least a header and one stored byte.
-	if int64(n) > (foff-HeaderSize)/(BlockHeaderSize+1) {
+	if int64(n) > (foff-r.start)/(BlockHeaderSize+1) {
 		return r.corrupt(foff, -1, fmt.Errorf("%w: footer lists %d blocks, more than fit", ErrCorrupt, n))
 	}
 	fb, err := r.read(foff, int(flen))
@@ -56,7 +60,7 @@ func (r *Reader) readFooter() error {
 		f.MinTime, f.MaxTime = time.Unix(0, minT).UTC(), time.Unix(0, maxT).UTC()
 	}
 	var seq uint64
-	prev := int64(HeaderSize) - 1
+	prev := r.start - 1
 	for i := range f.Blocks {
 		e := fb[FooterFixedSize+i*IndexEntrySize:]
 		b := BlockInfo{
@@ -67,7 +71,7 @@ func (r *Reader) readFooter() error {
 			MinTime:  int64(le.Uint64(e[24:])),
 			MaxTime:  int64(le.Uint64(e[32:])),
 		}
-		if b.Offset <= prev || b.Offset >= foff || (i == 0 && b.Offset != HeaderSize) || b.FirstSeq != seq {
+		if b.Offset <= prev || b.Offset >= foff || (i == 0 && b.Offset != r.start) || b.FirstSeq != seq {
 			return r.corrupt(foff, -1, fmt.Errorf("%w: footer index entry %d is inconsistent", ErrCorrupt, i))
 		}
 		prev, seq = b.Offset, seq+uint64(b.Count)
@@ -82,7 +86,7 @@ func (r *Reader) readFooter() error {
 			end = f.Blocks[i+1].Offset
 		}
 		stored := end - b.Offset - BlockHeaderSize
-		if stored < 1 || stored > int64(b.RawLen) {
+		if stored < 1 || stored > int64(b.RawLen)+overhead {
 			return r.corrupt(foff, -1, fmt.Errorf("%w: footer index entry %d leaves %d bytes for a block of %d", ErrCorrupt, i, stored, b.RawLen))
 		}
 		b.StoredLen = uint32(stored)

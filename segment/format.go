@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Layout of a segment, format version 1. All integers are little endian.
+// Layout of a segment, format version 1 (version 2, encrypted, is in
+// seal.go). All integers are little endian.
 //
 //	segment  = header block* [footer trailer]
 //	header   = magic[8] formatVersion:u16 codec:u8 flags:u8 headerSize:u32
@@ -162,8 +163,8 @@ func ParseFileName(name string) (created time.Time, ok bool) {
 
 // Header is the fixed header at the start of every segment.
 type Header struct {
-	// FormatVersion is the layout version (FormatVersion for segments
-	// written by this package).
+	// FormatVersion is the layout version: FormatVersion, or
+	// FormatVersionEncrypted for encrypted segments.
 	FormatVersion uint16
 	// Codec is the codec the writer was configured with. Each block records
 	// its own codec; this one is informational.
@@ -175,15 +176,23 @@ type Header struct {
 	Created time.Time
 	// ID identifies the segment.
 	ID ID
+	// Encrypted reports that the segment's blocks are sealed (format
+	// version 2, see seal.go). A Writer sets it when given a DataKey.
+	Encrypted bool
 }
 
-func (h *Header) marshal(b []byte) {
+// marshal writes the fixed header; size is the header's size with its key
+// section.
+func (h *Header) marshal(b []byte, size int) {
 	_ = b[HeaderSize-1]
 	copy(b[0:8], magic[:])
 	binary.LittleEndian.PutUint16(b[8:], h.FormatVersion)
 	b[10] = byte(h.Codec)
 	b[11] = 0
-	binary.LittleEndian.PutUint32(b[12:], HeaderSize)
+	if h.Encrypted {
+		b[11] = flagEncrypted
+	}
+	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint64(b[16:], h.DataVersion)
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.Created.UnixNano()))
 	copy(b[32:48], h.ID[:])
@@ -191,31 +200,50 @@ func (h *Header) marshal(b []byte) {
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castag))
 }
 
-// unmarshalHeader parses and verifies a header. The error says what is wrong;
-// the caller wraps it with the segment name and offset.
-func unmarshalHeader(b []byte) (Header, error) {
-	var h Header
+// unmarshalHeader parses and verifies the fixed header and returns it and
+// the header's size, its key section included (checked against the caps,
+// not against the segment's size). The error says what is wrong; the caller
+// wraps it with the segment name and offset.
+func unmarshalHeader(b []byte) (h Header, size int64, err error) {
 	if len(b) < HeaderSize {
-		return h, fmt.Errorf("%w: header is %d bytes, want %d", ErrCorrupt, len(b), HeaderSize)
+		return h, 0, fmt.Errorf("%w: header is %d bytes, want %d", ErrCorrupt, len(b), HeaderSize)
 	}
 	if [8]byte(b[0:8]) != magic {
-		return h, fmt.Errorf("%w: bad magic %q, not a dlqdump segment", ErrFormat, b[0:8])
+		return h, 0, fmt.Errorf("%w: bad magic %q, not a dlqdump segment", ErrFormat, b[0:8])
 	}
 	if got, want := binary.LittleEndian.Uint32(b[60:]), crc32.Checksum(b[:60], castag); got != want {
-		return h, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
+		return h, 0, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
 	h.FormatVersion = binary.LittleEndian.Uint16(b[8:])
-	if h.FormatVersion != FormatVersion {
-		return h, fmt.Errorf("%w: format version %d, this reader knows %d", ErrFormat, h.FormatVersion, FormatVersion)
-	}
-	if size := binary.LittleEndian.Uint32(b[12:]); size != HeaderSize {
-		return h, fmt.Errorf("%w: header size %d, want %d", ErrFormat, size, HeaderSize)
+	size = int64(binary.LittleEndian.Uint32(b[12:]))
+	flags := b[11]
+	switch h.FormatVersion {
+	case FormatVersion:
+		if flags != 0 {
+			return h, 0, fmt.Errorf("%w: flags %#x in a version %d header", ErrFormat, flags, FormatVersion)
+		}
+		if size != HeaderSize {
+			return h, 0, fmt.Errorf("%w: header size %d, want %d", ErrFormat, size, HeaderSize)
+		}
+	case FormatVersionEncrypted:
+		if flags != flagEncrypted {
+			return h, 0, fmt.Errorf("%w: flags %#x in a version %d header, want %#x (encrypted)", ErrFormat, flags, FormatVersionEncrypted, flagEncrypted)
+		}
+		// Refused before the key section is read or anything allocated
+		// for it.
+		if size < HeaderSize+keySectionFixed+1 || size > HeaderSize+keySectionFixed+MaxWrappedKey {
+			return h, 0, fmt.Errorf("%w: header size %d: a key section of %d bytes is impossible (at most %d)",
+				ErrCorrupt, size, size-HeaderSize, keySectionFixed+MaxWrappedKey)
+		}
+		h.Encrypted = true
+	default:
+		return h, 0, fmt.Errorf("%w: format version %d, this reader knows %d and %d", ErrFormat, h.FormatVersion, FormatVersion, FormatVersionEncrypted)
 	}
 	h.Codec = Codec(b[10])
 	h.DataVersion = binary.LittleEndian.Uint64(b[16:])
 	h.Created = time.Unix(0, int64(binary.LittleEndian.Uint64(b[24:]))).UTC()
 	copy(h.ID[:], b[32:48])
-	return h, nil
+	return h, size, nil
 }
 
 // BlockInfo describes one block: its place in the segment and its records.

@@ -25,6 +25,10 @@ func fuzzRoundTrip(t testing.TB, data []byte, codecByte byte, blockSize uint16) 
 		recs := decodeFuzzRecords(data)
 		codec := Codec(codecByte % 3)
 		opts := &WriterOptions{BlockSize: 1 + int(blockSize), Level: int(codecByte/3) % 5}
+		ropts := &ReaderOptions{Name: "test"}
+		if codecByte&0x40 != 0 {
+			opts.Key, ropts.Keys = fuzzKey, testKeys{fuzzKey}
+		}
 		var buf bytes.Buffer
 		w, err := NewWriter(&buf, testHeader(codec), opts)
 		if err != nil {
@@ -49,7 +53,7 @@ func fuzzRoundTrip(t testing.TB, data []byte, codecByte byte, blockSize uint16) 
 			t.Fatal(err)
 		}
 		data = buf.Bytes()
-		r := readAllRecords(t, data, recs)
+		r := readAllRecordsOpts(t, data, recs, ropts)
 		for i, b := range r.Footer().Blocks {
 			if b.Count > 1 && int(b.RawLen) > opts.BlockSize {
 				t.Fatalf("block %d: %d records in %d raw bytes, block size %d", i, b.Count, b.RawLen, opts.BlockSize)
@@ -60,7 +64,7 @@ func fuzzRoundTrip(t testing.TB, data []byte, codecByte byte, blockSize uint16) 
 			t.Fatalf("Scan: %+v, %v", res, err)
 		}
 		// The same records copied into another segment.
-		r = readAllRecords(t, data, recs)
+		r = readAllRecordsOpts(t, data, recs, ropts)
 		if err := r.Seek(Position{}); err != nil {
 			t.Fatal(err)
 		}
@@ -166,6 +170,7 @@ func roundTripSeeds() []roundTripSeed {
 			roundTripSeed{data, c, 4095},
 			roundTripSeed{data, c | 0x80, 300},
 			roundTripSeed{data[:len(data)/3], c + 3, 0},
+			roundTripSeed{data, c | 0x40, 1000}, // encrypted
 		)
 	}
 	seeds = append(seeds,

@@ -20,12 +20,12 @@ const fuzzMaxBlock = 1 << 16
 // multiple of the input's size, so that the fuzzer runs thousands of
 // executions a second: a cap on the expansion, or (for one input in two) on
 // the block size only, which bounds the expansion too since a block takes
-// at least 61 bytes.
+// at least 61 bytes. Encrypted segments are read with fuzzKey.
 func fuzzOptions(name string, data []byte) *ReaderOptions {
 	if len(data)%2 == 1 {
-		return &ReaderOptions{Name: name, MaxBlockSize: 4 << 10}
+		return &ReaderOptions{Name: name, MaxBlockSize: 4 << 10, Keys: testKeys{fuzzKey}}
 	}
-	return &ReaderOptions{Name: name, MaxBlockSize: fuzzMaxBlock, MaxExpansion: 64}
+	return &ReaderOptions{Name: name, MaxBlockSize: fuzzMaxBlock, MaxExpansion: 64, Keys: testKeys{fuzzKey}}
 }
 
 // FuzzReader feeds arbitrary bytes to NewReader, reads all it can with Next,
@@ -249,6 +249,14 @@ func readerSeeds(t testing.TB) [][]byte {
 	}
 	empty := writeRecords(t, CodecNone, nil, nil)
 	seeds = append(seeds, empty, empty[:HeaderSize], nil)
+	// Encrypted, under the key the fuzz targets read with.
+	for _, codec := range []Codec{CodecNone, CodecZstd} {
+		data := encryptedSegment(t, codec, 60, fuzzKey, recs)
+		start := open(t, data, nil).Start()
+		flipped := bytes.Clone(data)
+		flipped[start+BlockHeaderSize+4] ^= 0x08
+		seeds = append(seeds, data, data[:len(data)*2/3], flipped)
+	}
 	return seeds
 }
 
@@ -297,6 +305,9 @@ func FuzzBlock(f *testing.F) {
 		blk := &craftedBlock{codec: codec, count: count, rawLen: rawLen, storedLen: -1, base: base, min: minT, max_: maxT, stored: stored}
 		data := craftSegment(CodecNone, blk)
 		fuzzRead(t, data)
+		// Sealed in an encrypted segment, which the reader opens: what
+		// lies behind the tag is read as what lies behind a checksum.
+		fuzzRead(t, craftEncryptedSegment(t, fuzzKey, blk))
 		// The same block twice, the second with the next sequence
 		// numbers.
 		blk2 := *blk

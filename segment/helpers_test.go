@@ -72,7 +72,13 @@ func checkRecord(t testing.TB, got Record, seq uint64, want *rec) {
 // sealed, checking them against want.
 func readAllRecords(t testing.TB, data []byte, want []rec) *Reader {
 	t.Helper()
-	r, err := NewReader(bytes.NewReader(data), int64(len(data)), &ReaderOptions{Name: "test"})
+	return readAllRecordsOpts(t, data, want, &ReaderOptions{Name: "test"})
+}
+
+// readAllRecordsOpts is readAllRecords with a Reader of opts.
+func readAllRecordsOpts(t testing.TB, data []byte, want []rec, opts *ReaderOptions) *Reader {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data), int64(len(data)), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,16 @@ type ReaderOptions struct {
 	// so set it only where such data is not expected (untrusted files, the
 	// fuzz tests). Default 0: no cap beyond MaxBlockSize.
 	MaxExpansion int
+	// Keys unwraps the data key of an encrypted segment, in NewReader.
+	// Without it an encrypted segment's header, footer and checksums are
+	// still read (VerifyBlock), but reading its records returns an error
+	// wrapping ErrNoKey. Default nil.
+	Keys KeyUnwrapper
+	// RequireEncrypted makes NewReader refuse a segment that is not
+	// encrypted, with an error wrapping ErrUnencrypted: for readers that
+	// must take only data sealed under their keys (anyone who can write to
+	// the store can write an unencrypted segment). Default false.
+	RequireEncrypted bool
 }
 
 // Position is a place in a segment to resume reading from: the record with
@@ -51,6 +61,15 @@ type Reader struct {
 	expansion int64
 
 	hdr       Header
+	start     int64   // where blocks start: the header's size
+	seal      *sealer // the block key, once unwrapped
+	key       *DataKey
+	keyErr    error  // why blocks cannot be opened, for an encrypted segment without its key
+	wrapped   []byte // the wrapped data key of an encrypted segment
+	salt      [saltSize]byte
+	verifying bool     // VerifyBlock: no key needed
+	aad       [56]byte // the header of the block checkBlock verified last
+	plain     []byte   // storage for opened blocks
 	footer    *Footer
 	footerErr error
 	end       int64 // where blocks end: the footer's offset, or size
@@ -101,8 +120,15 @@ func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error
 	if err != nil {
 		return nil, err
 	}
-	if r.hdr, err = unmarshalHeader(hb); err != nil {
+	if r.hdr, r.start, err = unmarshalHeader(hb); err != nil {
 		return nil, r.corrupt(0, -1, err)
+	}
+	if r.hdr.Encrypted {
+		if err := r.readKeySection(opts); err != nil {
+			return nil, err
+		}
+	} else if opts != nil && opts.RequireEncrypted {
+		return nil, fmt.Errorf("%w: segment %s is not encrypted, and this reader takes only encrypted segments", ErrUnencrypted, r.name)
 	}
 	r.end = size
 	if err := r.readFooter(); err != nil {
@@ -112,9 +138,19 @@ func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error
 		}
 		r.footerErr = err
 	}
-	r.next, r.seq = HeaderSize, 0
+	r.next, r.seq = r.start, 0
 	return r, nil
 }
+
+// Start returns the offset where the segment's blocks start: HeaderSize, or
+// after the key section of an encrypted segment.
+func (r *Reader) Start() int64 { return r.start }
+
+// DataKey returns the data key of an encrypted segment, unwrapped by
+// ReaderOptions.Keys, for writing segments under the same key (the
+// Restorer's side segments); nil when the segment is not encrypted or was
+// opened without Keys.
+func (r *Reader) DataKey() *DataKey { return r.key }
 
 // Header returns the segment's header.
 func (r *Reader) Header() Header { return r.hdr }
@@ -153,7 +189,7 @@ func (r *Reader) Seek(pos Position) error {
 		return err
 	}
 	if pos.Offset == 0 && pos.Seq == 0 {
-		pos.Offset = HeaderSize
+		pos.Offset = r.start
 	}
 	r.next, r.seq, r.skipSeq = pos.Offset, 0, pos.Seq
 	r.dropBlock()
@@ -173,8 +209,8 @@ func (r *Reader) checkSeek(pos Position) error {
 	if pos.Offset == 0 && pos.Seq == 0 {
 		return nil
 	}
-	if pos.Offset < HeaderSize || pos.Offset > r.end {
-		return fmt.Errorf("dlqdump: segment %s: seek to offset %d outside the blocks [%d, %d]", r.name, pos.Offset, HeaderSize, r.end)
+	if pos.Offset < r.start || pos.Offset > r.end {
+		return fmt.Errorf("dlqdump: segment %s: seek to offset %d outside the blocks [%d, %d]", r.name, pos.Offset, r.start, r.end)
 	}
 	return nil
 }
@@ -222,6 +258,9 @@ func (r *Reader) loadBlock() error {
 	r.dropBlock()
 	j, err := r.nextJob()
 	if err != nil {
+		return err
+	}
+	if err := r.openJob(&j); err != nil {
 		return err
 	}
 	raw, _, err := decodeJob(&j, r.raw, nil, false)

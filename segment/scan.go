@@ -33,9 +33,9 @@ func Scan(src io.ReaderAt, size int64, opts *ReaderOptions) (*ScanResult, error)
 	if err != nil {
 		return nil, err
 	}
-	res := &ScanResult{Header: r.Header(), Sealed: r.Sealed(), End: HeaderSize, Size: size}
+	res := &ScanResult{Header: r.Header(), Sealed: r.Sealed(), End: r.Start(), Size: size}
 	for {
-		b, err := r.NextBlock()
+		b, err := r.scanNext()
 		if errors.Is(err, io.EOF) {
 			return res, nil
 		}

@@ -425,10 +425,25 @@ func (st *stream) decodeSlot(sl *slot, scratch []byte) []byte {
 	var raw []byte
 	var index []uint32
 	var err error
-	if j.info.Codec == CodecNone {
+	storedLen := int64(len(j.stored)) // what the slot was charged for
+	if j.seal != nil {
+		// In place: the slot owns its copy of the stored bytes.
+		err = openJob(j.seal, j, j.stored[:0])
+	}
+	switch {
+	case err != nil:
+		if j.info.Codec != CodecNone {
+			st.put(&st.stored, sl.buf, st.maxStored())
+			st.mu.Lock()
+			st.used -= storedLen
+			sl.charge -= storedLen
+			st.cond.Broadcast()
+			st.mu.Unlock()
+		}
+	case j.info.Codec == CodecNone:
 		raw = j.stored // its own memory already
 		index, err = checkRecords(raw, &j.info, j.base, nil, true)
-	} else {
+	default:
 		if st.reuse {
 			buf := st.get(&st.raws, int(j.info.RawLen)+decodeSlack)
 			raw, index, err = decodeJob(j, buf, nil, true)
@@ -437,8 +452,8 @@ func (st *stream) decodeSlot(sl *slot, scratch []byte) []byte {
 		}
 		st.put(&st.stored, sl.buf, st.maxStored())
 		st.mu.Lock()
-		st.used -= int64(len(j.stored)) // the stored bytes are no longer held
-		sl.charge -= int64(len(j.stored))
+		st.used -= storedLen // the stored bytes are no longer held
+		sl.charge -= storedLen
 		st.cond.Broadcast()
 		st.mu.Unlock()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"sync"
 	"time"
 )
@@ -18,6 +19,12 @@ type WriterOptions struct {
 	// BlockSize is the raw size at which a block is cut. Default
 	// DefaultBlockSize; at most MaxBlockSize.
 	BlockSize int
+	// Key, when set, encrypts the segment (format version 2): every block
+	// is sealed with a block key derived from Key.Key and a salt random for
+	// this Writer, and Key.Wrapped is stored in the header. It applies to
+	// every block, those given to WriteBlock included. Default nil: not
+	// encrypted.
+	Key *DataKey
 }
 
 // Writer writes one segment: the header when created, then blocks, then the
@@ -28,6 +35,10 @@ type Writer struct {
 	w   io.Writer
 	hdr Header
 
+	start    int64   // where blocks start: the header's size
+	seal     *sealer // nil when not encrypted
+	counter  uint32  // blocks sealed so far: the next nonce
+	sbuf     []byte  // a sealed block, header included
 	off      int64
 	index    []BlockInfo
 	records  uint64
@@ -45,10 +56,14 @@ type Writer struct {
 }
 
 // NewWriter writes h to w and returns a Writer appending blocks after it.
-// h.FormatVersion is set to FormatVersion; a zero h.Created is set to now and a
-// zero h.ID to a new ID.
+// h.FormatVersion is set to FormatVersion (FormatVersionEncrypted with
+// opts.Key) and h.Encrypted to whether opts.Key is set; a zero h.Created is
+// set to now and a zero h.ID to a new ID.
 func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
-	h.FormatVersion = FormatVersion
+	h.FormatVersion, h.Encrypted = FormatVersion, false
+	if opts != nil && opts.Key != nil {
+		h.FormatVersion, h.Encrypted = FormatVersionEncrypted, true
+	}
 	if h.Created.IsZero() {
 		h.Created = time.Now()
 	}
@@ -68,12 +83,26 @@ func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
 	// Larger blocks would be refused by readers with the default cap (and
 	// their raw length would not fit the block header beyond 4 GiB).
 	sw.opts.BlockSize = min(sw.opts.BlockSize, MaxBlockSize)
-	var b [HeaderSize]byte
-	h.marshal(b[:])
-	if _, err := w.Write(b[:]); err != nil {
+	b := make([]byte, HeaderSize, 256)
+	if h.Encrypted {
+		k := opts.Key
+		if err := k.check(); err != nil {
+			return nil, err
+		}
+		salt := newSalt()
+		s, err := newSealer(k.Key, &salt, h.DataVersion)
+		if err != nil {
+			return nil, err
+		}
+		sw.seal = s
+		b = appendKeySection(b, &salt, k.Wrapped)
+	}
+	h.marshal(b, len(b))
+	if _, err := w.Write(b); err != nil {
 		return nil, fmt.Errorf("dlqdump: write segment header: %w", err)
 	}
-	sw.off = HeaderSize
+	sw.start = int64(len(b))
+	sw.off = sw.start
 	return sw, nil
 }
 
@@ -90,11 +119,15 @@ func (w *Writer) Records() uint64 { return w.records }
 func (w *Writer) Blocks() int { return len(w.index) }
 
 // SealedSize returns the size the segment would have if a block of blockLen
-// bytes (0 for none) were written and the segment then sealed.
+// bytes (0 for none; as EncodedBlock.Len, before encryption adds TagSize)
+// were written and the segment then sealed.
 func (w *Writer) SealedSize(blockLen int) int64 {
 	n := len(w.index)
 	if blockLen > 0 {
 		n++
+		if w.seal != nil {
+			blockLen += TagSize
+		}
 	}
 	return w.off + int64(blockLen) + footerSize(n)
 }
@@ -110,7 +143,7 @@ func (w *Writer) Truncate(size int64) error {
 	for n > 0 && w.index[n-1].Offset >= size {
 		n--
 	}
-	end := int64(HeaderSize)
+	end := w.start
 	if n > 0 {
 		end = w.index[n-1].End()
 	}
@@ -134,18 +167,28 @@ func (w *Writer) Truncate(size int64) error {
 }
 
 // WriteBlock appends an encoded block, giving it the next sequence numbers.
+// In an encrypted segment it seals the block first (e is left as it was, so
+// that a failed call may be repeated: the block is then sealed again under
+// a new nonce).
 func (w *Writer) WriteBlock(e *EncodedBlock) error {
 	if w.closed {
 		return ErrClosed
 	}
 	e.finish(w.records)
-	if _, err := w.w.Write(e.buf); err != nil {
+	buf, info := e.buf, e.info
+	if w.seal != nil {
+		var err error
+		if buf, err = w.sealBlock(e); err != nil {
+			return err
+		}
+		info.StoredLen += TagSize
+	}
+	if _, err := w.w.Write(buf); err != nil {
 		return fmt.Errorf("dlqdump: write block at offset %d: %w", w.off, err)
 	}
-	info := e.info
 	info.Offset = w.off
 	w.index = append(w.index, info)
-	w.off += int64(len(e.buf))
+	w.off += int64(len(buf))
 	if w.records == 0 {
 		w.min, w.max = info.MinTime, info.MaxTime
 	} else {
@@ -155,6 +198,34 @@ func (w *Writer) WriteBlock(e *EncodedBlock) error {
 	w.raw += uint64(info.RawLen)
 	w.stored += uint64(info.StoredLen)
 	return nil
+}
+
+// sealBlock returns e sealed, in w.sbuf: its header with the sealed flag,
+// the stored length with the tag and the nonce counter, then the sealed
+// bytes, with the CRC32C over them. Every call takes a new counter, whether
+// or not the block is then written.
+func (w *Writer) sealBlock(e *EncodedBlock) ([]byte, error) {
+	if w.counter == math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d blocks sealed in one segment", ErrTooLarge, w.counter)
+	}
+	counter := w.counter
+	w.counter++
+	le := binary.LittleEndian
+	var h [BlockHeaderSize]byte
+	copy(h[:], e.buf[:BlockHeaderSize])
+	le.PutUint16(h[6:], le.Uint16(h[6:])|blockSealed)
+	le.PutUint32(h[16:], le.Uint32(h[16:])+TagSize)
+	le.PutUint32(h[52:], counter)
+	stored := e.buf[BlockHeaderSize:]
+	if cap(w.sbuf) < len(e.buf)+TagSize {
+		w.sbuf = make([]byte, 0, len(e.buf)+TagSize+len(e.buf)/8)
+	}
+	buf := append(w.sbuf[:0], h[:]...)
+	buf = w.seal.seal(buf, h[:56], stored, counter)
+	crc := crc32.Update(crc32.Checksum(buf[BlockHeaderSize:], castag), castag, h[:56])
+	le.PutUint32(buf[56:], crc)
+	w.sbuf = buf
+	return buf, nil
 }
 
 // Add appends a record that entered the dump at t with the given headers and
