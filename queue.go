@@ -125,68 +125,6 @@ type openSegment struct {
 	requeue   bool
 }
 
-// NewQueue validates the config and starts a Queue. If the Writer implements
-// sink.Recoverer, segments left open by a crash are sealed and published
-// first.
-func NewQueue(config *Config) (*Queue, error) {
-	c, err := config.queueConfig()
-	if err != nil {
-		return nil, err
-	}
-	q := &Queue{
-		c:         c,
-		mw:        c.MetricsWriter,
-		log:       c.Logger.With(slog.String("component", "dlqdump.Queue")),
-		space:     make(chan struct{}),
-		workReady: make(chan struct{}, c.Compressors),
-		ready:     make(chan struct{}, 1),
-		kick:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		loopDone:  make(chan struct{}),
-	}
-	q.ctx, q.cancel = context.WithCancel(context.Background())
-	q.backlog, _ = c.Writer.(sink.Backlogger)
-	q.watcher, _ = c.Writer.(sink.BacklogWatcher)
-	q.flusher, _ = c.Writer.(sink.Flusher)
-	q.closer, _ = c.Writer.(sink.Closer)
-	if err := recoverSink(context.Background(), c.Writer, q.log, q.mw); err != nil {
-		return nil, err
-	}
-	// Enough to cycle blocks through the compressors without allocating;
-	// more would only hold memory beyond MaxPending after a burst.
-	q.maxFree = 2*c.Compressors + 4
-	q.cur = q.newBlockLocked()
-	for range c.Compressors {
-		comp, err := segment.NewCompressor(c.codec, c.CompressionLevel)
-		if err != nil {
-			return nil, fmt.Errorf("%w: CompressionLevel: %w", ErrConfig, err)
-		}
-		q.wg.Add(1)
-		go q.compressLoop(comp)
-	}
-	go q.writeLoop()
-	return q, nil
-}
-
-// recoverSink seals and publishes the segments a crash left open in s, when
-// it can (sink.Recoverer), logging and counting each.
-func recoverSink(ctx context.Context, s any, log *slog.Logger, mw MetricsWriter) error {
-	rc, ok := s.(sink.Recoverer)
-	if !ok {
-		return nil
-	}
-	names, err := rc.Recover(ctx)
-	for _, name := range names {
-		log.Info("recovered a segment left open by a crash", slog.String("segment", name))
-		mw.Flush(FlushRecover, 0, 0, 0)
-	}
-	if err != nil {
-		mw.Fail("recover")
-		return fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)
-	}
-	return nil
-}
-
 // newBlockLocked returns an empty block, reusing finished ones' buffers.
 func (q *Queue) newBlockLocked() *block {
 	var b *block
@@ -449,60 +387,6 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 			}
 		}
 	}
-}
-
-// Size returns the bytes accepted but not yet written, plus the Writer's
-// backlog (see sink.Backlogger). It implements queue.Interface.
-func (q *Queue) Size() int {
-	n, _ := q.used()
-	return int(n)
-}
-
-// Capacity returns Config.MaxPending. It implements queue.Interface.
-func (q *Queue) Capacity() int { return int(q.c.MaxPending) }
-
-// Rate returns Size over Capacity: how close Enqueue is to backpressure. It
-// implements queue.Interface.
-func (q *Queue) Rate() float32 { return float32(q.Size()) / float32(q.c.MaxPending) }
-
-// QueueStats are a Queue's counters.
-type QueueStats struct {
-	// Records is the number of records accepted by Enqueue.
-	Records uint64
-	// Segments is the number of segments committed to the Writer.
-	Segments uint64
-	// Stored is how many of those are stored where readers find them: all
-	// of them, unless the Writer stores committed segments later (an
-	// s3.Writer's spool, see sink.BacklogWatcher) and has not yet.
-	Stored uint64
-	// Pending is the bytes accepted but not yet written.
-	Pending int64
-	// Backlog is the bytes of committed segments the Writer holds, not yet
-	// stored.
-	Backlog int64
-	// LastError is the last sink error, nil after a successful write; or,
-	// if there is none, the Writer's last failure to store a committed
-	// segment.
-	LastError error
-}
-
-// Stats returns the Queue's counters.
-func (q *Queue) Stats() QueueStats {
-	s := QueueStats{Records: q.records.Load(), Segments: q.segments.Load(), Pending: q.pending.Load()}
-	s.Stored = s.Segments
-	switch {
-	case q.watcher != nil:
-		bl := q.watcher.WatchBacklog()
-		s.Stored -= min(uint64(max(bl.Segments, 0)), s.Segments)
-		s.Backlog = bl.Bytes
-		s.LastError = bl.LastError
-	case q.backlog != nil:
-		s.Backlog = q.backlog.Backlog()
-	}
-	if e := q.lastErr.Load(); e != nil {
-		s.LastError = *e
-	}
-	return s
 }
 
 // unwrap returns the item to encode and its headers.

@@ -2,8 +2,11 @@ package s3_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -223,6 +226,34 @@ func TestLiveUploadAbortedByRecoverIsUploadedAgain(t *testing.T) {
 		readArea(t, &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix}, sink.AreaReady).wantExactlyOnce(t, want)
 		if got := e.left(t); len(got) != 0 {
 			t.Fatalf("uploads left: %q", got)
+		}
+	})
+}
+
+// When Recover fails after the Writer started its uploader (here a segment
+// left open in the spool directory cannot be published: a directory has its
+// name), NewQueue fails and, owning the Writer, closes it: the uploader
+// stops, and the Writer refuses work. It ran on before, with nothing to stop
+// it.
+func TestNewQueueClosesWriterWhoseRecoverFailed(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		dir := t.TempDir()
+		name, data := buildSegment(t, time.Now(), segment.CodecZstd, []byte("one"))
+		if err := os.WriteFile(filepath.Join(dir, "."+name+".open"), data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, name), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		w := &s3.Writer{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, Retry: fastRetry, SpoolDir: dir}
+		q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 64 * dlqdump.Kilobyte})
+		if err == nil {
+			q.Close()
+			t.Fatal("NewQueue succeeded with a segment left open that cannot be published")
+		}
+		other := segment.FileName(time.Now(), segment.NewID(time.Now()))
+		if _, cerr := w.Create(testCtx(t, time.Minute), other); !errors.Is(cerr, dlqdump.ErrClosed) {
+			t.Fatalf("after NewQueue failed (%v), Writer.Create = %v, want ErrClosed: the Writer runs on", err, cerr)
 		}
 	})
 }

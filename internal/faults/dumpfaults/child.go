@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
 
@@ -64,8 +65,7 @@ func ChildMain() int {
 		_, _ = os.Stdout.WriteString(line + "\n")
 	}
 	r := newRun(context.Background(), []faults.Point{p}, emit)
-	w := spec.Store.writer(sc, r.in, slog.New(slog.DiscardHandler))
-	dump(r.ctx, sc, w, emit)
+	dump(r.ctx, sc, func() dlqdump.Writer { return spec.Store.writer(sc, r.in, slog.New(slog.DiscardHandler)) }, emit)
 	return 0
 }
 

@@ -69,17 +69,19 @@ const (
 	openAttempts = 3
 )
 
-// dump runs the scenario through w and reports every answer to emit. ctx is
+// dump runs the scenario through a Writer from open and reports every answer
+// to emit. A NewQueue that fails is tried again with a new Writer, as a user
+// restarting would: the failed NewQueue closed the one it had. ctx is
 // the run's deadline: when it is done (the run gave up on a stuck sink, or a
 // Stall fault hit) the dump stops enqueueing and calls Shutdown with it.
 // dump returns when Shutdown and the enqueueing returned or, if they do not
 // within hangAfter of ctx being done, after emitting lineHung (leaving them
 // running).
-func dump(ctx context.Context, sc Scenario, w dlqdump.Writer, emit func(string)) {
+func dump(ctx context.Context, sc Scenario, open func() dlqdump.Writer, emit func(string)) {
 	var q *dlqdump.Queue
 	for attempt := 1; ; attempt++ {
 		var err error
-		if q, err = dlqdump.NewQueue(sc.config(w)); err == nil {
+		if q, err = dlqdump.NewQueue(sc.config(open())); err == nil {
 			break
 		}
 		emit(lineOpenErr + " " + oneLine(err))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
 
@@ -42,11 +43,16 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, firs
 	}
 	r = newRun(ctx, points, emit)
 	defer r.cancel()
-	w := st.writer(sc, r.in, h.logger())
+	var ws []dlqdump.Writer // read once dump has returned
+	open := func() dlqdump.Writer {
+		w := st.writer(sc, r.in, h.logger())
+		ws = append(ws, w)
+		return w
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		dump(r.ctx, sc, w, emit)
+		dump(r.ctx, sc, open, emit)
 	}()
 	capTimer := time.NewTimer(runCap)
 	select {
@@ -61,7 +67,9 @@ func (h *Harness) runInProcess(ctx context.Context, sc Scenario, st *Store, firs
 	// What the end of the process would release: the files of segments
 	// the Queue dropped (after an Abort that failed, say), so that the
 	// restart's Recover may take them over.
-	faults.ReleaseSegments(w)
+	for _, w := range ws {
+		faults.ReleaseSegments(w)
+	}
 	if readErr != nil {
 		return nil, fmt.Errorf("dumpfaults: read the store at Close: %w", readErr)
 	}
