@@ -31,6 +31,10 @@ type Claim struct {
 	moved   bool      // Finish moved or deleted the segment already
 	lost    bool
 	ended   bool
+	// removing: a removal of the record was tried, and may have taken
+	// effect unseen; removedUnseen: a later write found the record gone,
+	// so it had, and the claim ended (a retried Finish or Forget succeeds).
+	removing, removedUnseen bool
 }
 
 // Name returns the segment's name.
@@ -112,6 +116,9 @@ type Destination struct {
 func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
+	if cl.takeRemovedUnseenLocked() {
+		return nil // the record's removal had gone through
+	}
 	if err := cl.usableLocked("finish"); err != nil {
 		return err
 	}
@@ -172,13 +179,28 @@ func (cl *Claim) present(ctx context.Context, area sink.Area) bool {
 func (cl *Claim) Forget(ctx context.Context) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
+	if cl.takeRemovedUnseenLocked() {
+		return nil
+	}
 	if err := cl.usableLocked("forget"); err != nil {
 		return err
 	}
 	return cl.deleteLocked(ctx)
 }
 
+// takeRemovedUnseenLocked reports, once, whether a write found that an
+// earlier removal of the record had taken effect unseen: the call retrying
+// that removal succeeds.
+func (cl *Claim) takeRemovedUnseenLocked() bool {
+	if !cl.removedUnseen {
+		return false
+	}
+	cl.removedUnseen = false
+	return true
+}
+
 func (cl *Claim) deleteLocked(ctx context.Context) error {
+	cl.removing = true
 	err := cl.c.store.DeleteRecord(ctx, cl.name, cl.version)
 	if errors.Is(err, sink.ErrNotFound) {
 		err = nil // removed by an earlier attempt
@@ -228,6 +250,11 @@ func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
 		// restorer wrote: the record tells which.
 		cur, curVersion, rerr := cl.c.store.ReadRecord(ctx, cl.name)
 		switch {
+		case errors.Is(rerr, sink.ErrNotFound) && cl.removing:
+			// Our own removal of the record went through, its answer
+			// lost: the claim ended.
+			cl.ended, cl.removedUnseen = true, true
+			return fmt.Errorf("%w: %s segment %s: the claim ended: its record was removed by an earlier attempt", sink.ErrClosed, op, cl.name)
 		case errors.Is(rerr, sink.ErrNotFound):
 			return cl.lostLocked(op, fmt.Errorf("the record was removed: %w", err))
 		case rerr != nil:

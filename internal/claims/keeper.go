@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Keeper keeps a claim alive while its holder works: it renews the lease every
@@ -62,7 +64,7 @@ func (k *Keeper) heartbeat() {
 		case <-k.stop:
 			return
 		}
-		if err := k.saveCtx(k.ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := k.saveCtx(k.ctx); err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, sink.ErrClosed) {
 			k.log.Warn("renewing a claim failed; retrying", slog.String("segment", k.claim.name), slog.Any("error", err))
 		}
 		if k.lost.Load() {
