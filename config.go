@@ -184,6 +184,12 @@ type Config struct {
 	// Retention bounds what the store keeps, per area; see Retention.
 	// Default: no limit.
 	Retention Retention
+
+	// Encryption encrypts the segments the Queue writes (its Recipients)
+	// and decrypts those the Restorer reads (its Identities); see
+	// Encryption. Default nil: segments are not encrypted, and a Restorer
+	// leaves encrypted ones in place.
+	Encryption *Encryption
 }
 
 // VersionPolicy says what a Restorer does with a segment of another Version.
@@ -281,6 +287,7 @@ func (w Window) loc() *time.Location {
 type restorerConfig struct {
 	Config
 	rater interface{ Rate() float32 }
+	keys  segment.KeyUnwrapper // from Encryption.Identities
 }
 
 func (c *Config) restorerConfig() (*restorerConfig, error) {
@@ -369,6 +376,7 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		r.Owner = fmt.Sprintf("%s-%d-%08x", host, os.Getpid(), rand.Uint32())
 	}
 	r.rater, _ = c.Queue.(interface{ Rate() float32 })
+	r.keys = c.Encryption.keyring()
 	return r, nil
 }
 
@@ -412,6 +420,9 @@ func (c *Config) queueConfig() (*queueConfig, error) {
 	}
 	codec, err := c.Codec.segmentCodec()
 	if err != nil {
+		return nil, err
+	}
+	if err := c.Encryption.checkQueue(); err != nil {
 		return nil, err
 	}
 	q.codec = codec

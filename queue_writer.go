@@ -264,7 +264,11 @@ func (q *Queue) open(first int64) error {
 	var w *segment.Writer
 	if !gone {
 		gone, err = q.call(opHeader, nil, 0, func() (err error) {
-			w, err = segment.NewWriter(sw, segment.Header{Codec: q.c.codec, DataVersion: uint64(q.c.Version), Created: created, ID: id}, nil)
+			opts, err := q.segmentOptions() // a new data key when encrypting
+			if err != nil {
+				return err
+			}
+			w, err = segment.NewWriter(sw, segment.Header{Codec: q.c.codec, DataVersion: uint64(q.c.Version), Created: created, ID: id}, opts)
 			return err
 		})
 	}

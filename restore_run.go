@@ -113,6 +113,11 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.quarantineWhole("progress", fmt.Sprintf("its restore progress cannot be trusted (%v); records may have been delivered already", err), 0)
 	}
 	g.prog = prog
+	if g.prog.Successor != "" { // dlqdump rewrap was copying it
+		if done, err := g.handedOver(); done || err != nil {
+			return err
+		}
+	}
 	g.f, err = r.c.Reader.Open(g.ctx, sink.AreaReady, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
@@ -126,10 +131,13 @@ func (g *segRun) run(found json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	g.sr, err = segment.NewReader(g.f, g.f.Size(), &segment.ReaderOptions{Name: g.name})
+	g.sr, err = segment.NewReader(g.f, g.f.Size(), r.readerOptions(g.name))
 	if err != nil {
 		var ce *segment.CorruptError
 		if !errors.As(err, &ce) {
+			if handled, err2 := g.openFailed(err); handled {
+				return err2
+			}
 			return err
 		}
 		return g.quarantineWhole("damaged", "unreadable: "+err.Error(), 0)
@@ -189,7 +197,7 @@ func (g *segRun) checkProgress() error {
 // or a record of a block.
 func (g *segRun) positionOK(ft *segment.Footer) bool {
 	p := g.prog
-	if p.Offset == 0 && p.Seq == 0 || p.Offset == segment.HeaderSize && p.Seq == 0 {
+	if p.Offset == 0 && p.Seq == 0 || p.Offset == g.sr.Start() && p.Seq == 0 {
 		return true
 	}
 	for _, b := range ft.Blocks {
@@ -224,7 +232,7 @@ func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
 		last := ft.Blocks[n-1]
 		return last.Offset + segment.BlockHeaderSize + int64(last.StoredLen)
 	}
-	return segment.HeaderSize
+	return g.sr.Start()
 }
 
 // readBlocks handles the records from the position on, checkpointing after

@@ -66,7 +66,7 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	if g.dry {
 		return nil
 	}
-	src, err := segment.NewReader(g.f, g.f.Size(), &segment.ReaderOptions{Name: g.name})
+	src, err := segment.NewReader(g.f, g.f.Size(), g.r.readerOptions(g.name))
 	if err != nil {
 		return fmt.Errorf("dlqdump: segment %s: reopen to copy the records set aside: %w", g.name, err)
 	}
@@ -82,7 +82,10 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 		return fmt.Errorf("%w: create %s segment %s: %w", ErrSink, area, name, err)
 	}
 	hdr := segment.Header{Codec: segment.CodecZstd, DataVersion: g.hdr.DataVersion, Created: g.hdr.Created, ID: sideID(g.hdr, name)}
-	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize()})
+	// A side segment of an encrypted segment is encrypted under the same
+	// data key (its wrapped key copied, so the Restorer needs no
+	// recipients), sealed under a block key of its own (a new salt).
+	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey()})
 	if err == nil {
 		err = g.copyRuns(src, w, runs)
 	}

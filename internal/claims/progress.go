@@ -39,6 +39,12 @@ type Progress struct {
 	// Done says that every record was handled: what remains is to write
 	// the side segments for Aside and to finish the segment.
 	Done bool `json:"done,omitempty"`
+	// Successor names the segment that dlqdump rewrap copies this one into
+	// (the same blocks, the data key wrapped anew), saved before the copy
+	// is published: once the copy is there, this segment holds nothing
+	// left to restore, and a restorer taking it over finishes it; while it
+	// is not, the rewrap did not happen.
+	Successor string `json:"successor,omitempty"`
 
 	size int // estimated encoded size of Aside and Reasons; -1: to count
 }

@@ -1,0 +1,145 @@
+package dlqdump
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/dlqdump/dlqdump/envelope"
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// ErrNoKey means a segment is encrypted and none of the identities given
+// unwraps its data key (or none was given). The Restorer leaves such a
+// segment in place, for a restorer that holds its key.
+var ErrNoKey = segment.ErrNoKey
+
+// Encryption configures encryption at rest (Config.Encryption): every
+// segment the Queue writes gets a random data key that seals its blocks with
+// AES-256-GCM after compression, stored in the segment wrapped for each of
+// Recipients; a Restorer unwraps it with one of Identities. See the README,
+// "Encryption at rest", for what is and is not encrypted.
+type Encryption struct {
+	// Recipients can read the segments the Queue writes: the data key of
+	// each segment is wrapped for every one of them. envelope.ParseRecipient
+	// reads age ("age1…") and SSH ("ssh-ed25519 …") public keys;
+	// awskms.KMS.Recipient wraps with an AWS KMS key. Required for a Queue
+	// (at most 32); a Restorer ignores it. Default none.
+	Recipients []envelope.Recipient
+	// Identities unwrap the data keys of the encrypted segments a Restorer
+	// reads: age and SSH private keys (envelope.ReadIdentityFile),
+	// awskms.KMS.Identity. A segment none of them unwraps is left in place
+	// for another restorer (logged, counted as Fail("no_key")); its side
+	// segments are written encrypted under its own key, so a Restorer needs
+	// no recipients. A Queue ignores it. Default none.
+	Identities []envelope.Identity
+	// RequireEncrypted makes a Restorer quarantine the segments that are
+	// not encrypted, with the reason, instead of restoring them: anyone
+	// who can write to the store can write such a segment, while an
+	// encrypted one must have been sealed under a key the identities
+	// unwrap. Default false: segments written before encryption was turned
+	// on are restored.
+	RequireEncrypted bool
+}
+
+// check validates the Queue's encryption settings.
+func (e *Encryption) checkQueue() error {
+	if e == nil {
+		return nil
+	}
+	switch {
+	case len(e.Recipients) == 0:
+		return fmt.Errorf("%w: Encryption.Recipients: required to encrypt (e.g. envelope.ParseRecipient(\"age1…\"))", ErrConfig)
+	case len(e.Recipients) > envelope.MaxStanzas:
+		return fmt.Errorf("%w: Encryption.Recipients: %d, at most %d", ErrConfig, len(e.Recipients), envelope.MaxStanzas)
+	}
+	for i, r := range e.Recipients {
+		if r == nil {
+			return fmt.Errorf("%w: Encryption.Recipients[%d]: nil", ErrConfig, i)
+		}
+	}
+	return nil
+}
+
+// keyring returns the Restorer's key unwrapper: one without identities
+// when e is nil, so that an encrypted segment is refused when opened (and
+// left in place), not while its blocks are read.
+func (e *Encryption) keyring() segment.KeyUnwrapper {
+	if e == nil {
+		return envelope.NewKeyring()
+	}
+	return envelope.NewKeyring(e.Identities...)
+}
+
+// segmentOptions returns the options of a new segment the Queue writes:
+// with a new data key when encrypting.
+func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
+	e := q.c.Encryption
+	if e == nil {
+		return nil, nil
+	}
+	dk, err := envelope.NewDataKey(e.Recipients...)
+	if err != nil {
+		return nil, fmt.Errorf("dlqdump: new data key: %w", err)
+	}
+	return &segment.WriterOptions{Key: dk}, nil
+}
+
+// readerOptions returns the options the Restorer reads segment name with.
+func (r *Restorer) readerOptions(name string) *segment.ReaderOptions {
+	o := &segment.ReaderOptions{Name: name, Keys: r.c.keys}
+	if e := r.c.Encryption; e != nil {
+		o.RequireEncrypted = e.RequireEncrypted
+	}
+	return o
+}
+
+// handedOver finishes a segment that dlqdump rewrap copied into its
+// successor (the progress's Successor), once the copy is published: every
+// record to restore is in the copy, which becomes claimable once this one is
+// gone. done is false when the copy is not there (the rewrap stopped before
+// publishing it): the segment is then restored as usual.
+func (g *segRun) handedOver() (done bool, err error) {
+	f, err := g.r.c.Reader.Open(g.ctx, sink.AreaReady, g.prog.Successor)
+	if errors.Is(err, sink.ErrNotFound) {
+		g.prog.Successor = ""
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	_ = f.Close()
+	if g.dry {
+		return true, nil
+	}
+	g.r.log.Info("a rewrapped copy of the segment is published: removing it", slog.String("segment", g.name), slog.String("copy", g.prog.Successor))
+	return true, g.end(claims.Destination{Delete: true})
+}
+
+// openFailed handles a segment the Restorer could not open for a reason
+// other than damage: without its key it is left in place (reported like a
+// segment of another version under VersionKeep), and one that is not
+// encrypted while encryption is required is quarantined. handled is false
+// for any other error, which the caller returns (the segment is released
+// and tried again).
+func (g *segRun) openFailed(err error) (handled bool, _ error) {
+	r := g.r
+	switch {
+	case errors.Is(err, segment.ErrNoKey):
+		if g.dry {
+			g.rep.ByReason["left: no key"]++
+			return true, nil
+		}
+		r.mu.Lock()
+		r.skip[g.name] = err.Error()
+		r.mu.Unlock()
+		r.mw.Fail("no_key")
+		r.log.Warn("leaving an encrypted segment in place: no identity unwraps its key", slog.String("segment", g.name), slog.Any("error", err))
+		return true, nil
+	case errors.Is(err, segment.ErrUnencrypted):
+		return true, g.quarantineWhole("unencrypted", "not encrypted, and Encryption.RequireEncrypted is set", 0)
+	}
+	return false, nil
+}
