@@ -138,6 +138,28 @@ func TestVersityStart(t *testing.T) {
 	}
 }
 
+// Found by ./scripts/test.sh on a loaded machine with versitygw installed:
+// the CreateBucket that waits for a started server timed out after it had
+// taken effect, and every retry got BucketAlreadyOwnedByYou, which was taken
+// for "not ready" until startTimeout: Versity failed. A bucket that exists
+// and is ours is ready.
+func TestVersityCreateBucketTwiceIsReady(t *testing.T) {
+	t.Setenv("DLQDUMP_S3_ENDPOINT", "")
+	t.Setenv("CI", "")
+	srv, stop, err := Versity(&Options{Bucket: "twice"})
+	if errors.Is(err, ErrNoVersity) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	// The bucket exists: as after an attempt whose answer was lost.
+	if err := createBucket(srv.Client(), srv.Bucket, time.Now().Add(5*time.Second), make(chan error, 1)); err != nil {
+		t.Fatalf("createBucket of a bucket this server already has: %v", err)
+	}
+}
+
 // roundTrip reads the seeded key, then writes and reads one through the
 // client.
 func roundTrip(t *testing.T, srv *Server, seeded, want string) {

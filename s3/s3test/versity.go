@@ -14,6 +14,7 @@ import (
 	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // ErrNoVersity is the error [Versity] wraps when there is no versitygw to
@@ -216,27 +217,37 @@ func startVersity(bin, bucket string) (*Server, func(), error) {
 	}
 
 	// Create the bucket, waiting for the server to listen.
-	client := srv.Client()
-	deadline := time.Now().Add(startTimeout)
+	if err := createBucket(srv.Client(), srv.Bucket, time.Now().Add(startTimeout), exited); err != nil {
+		log := serverLog()
+		stop()
+		return nil, nil, fmt.Errorf("%w; its log: %s", err, log)
+	}
+	return srv, stop, nil
+}
+
+// createBucket creates bucket on a server just started, retrying until it
+// answers or the deadline passes, or the server exits (exited gets its
+// exit; what is received is put back for stop). A bucket that already exists
+// and is ours (BucketAlreadyOwnedByYou) is created: an earlier attempt went
+// through and its answer was lost, say to an attempt timeout on a loaded
+// machine, which then failed every retry until the deadline.
+func createBucket(client *awss3.Client, bucket string, deadline time.Time, exited chan error) error {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &srv.Bucket})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &bucket})
 		cancel()
-		if err == nil {
-			return srv, stop, nil
+		var owned *types.BucketAlreadyOwnedByYou
+		if err == nil || errors.As(err, &owned) {
+			return nil
 		}
 		select {
 		case werr := <-exited:
 			exited <- werr // for stop
-			log := serverLog()
-			stop()
-			return nil, nil, fmt.Errorf("versitygw exited: %v; its log: %s", werr, log)
+			return fmt.Errorf("versitygw exited: %v", werr)
 		default:
 		}
 		if time.Now().After(deadline) {
-			log := serverLog()
-			stop()
-			return nil, nil, fmt.Errorf("not ready after %s: %w; its log: %s", startTimeout, err, log)
+			return fmt.Errorf("not ready after %s: create bucket %s: %w", startTimeout, bucket, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
