@@ -11,31 +11,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI=${CI:-1}
 
-echo "== tools"
+# phase names a step and when it starts, in seconds since the start.
+phase() { echo "== $* (at ${SECONDS}s)"; }
+
+phase "tools"
 ./scripts/versitygw.sh install
 ./scripts/chromium.sh
 
-echo "== local S3 server"
+phase "local S3 server"
+# A server of this run's own: another test.sh running at the same time (a
+# second clone, say) has its own state file, so neither stops the other's.
+vgw_state=$(mktemp -d "${TMPDIR:-/tmp}/dlqdump-test.XXXXXX")
+export DLQDUMP_VGW_STATE=$vgw_state/versitygw.state
+trap './scripts/versitygw.sh stop >/dev/null 2>&1 || true; rm -rf "$vgw_state"' EXIT
 eval "$(./scripts/versitygw.sh start)"
-trap './scripts/versitygw.sh stop >/dev/null 2>&1 || true' EXIT
 
-echo "== go vet"
+phase "go vet"
 go vet ./...
 (cd bench && go vet ./...)
 
-echo "== gofmt"
+phase "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then
 	echo "gofmt would change: $bad"
 	exit 1
 fi
 
-echo "== go test -race"
+phase "go test -race"
 go test -race -count=1 -timeout 25m ./...
 
-echo "== reliability (short)"
+phase "reliability (short)"
 go run ./cmd/dlqdump-reliability -short
 
-echo "== benchmark smoke run"
+phase "benchmark smoke run"
 (cd bench && go run . -smoke -out "$(mktemp -d)")
 go run ./cmd/dlqdump-bench all -n 200000 -latency-duration 500ms
+
+echo "== all passed in $((SECONDS / 60))m$((SECONDS % 60))s"

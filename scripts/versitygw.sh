@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A local versitygw (S3 gateway, posix backend) for the s3 package's tests.
 #
-#   scripts/versitygw.sh install   install versitygw v1.8.0 if missing (go install, ~2 min cold)
+#   scripts/versitygw.sh install   install versitygw v1.8.0 if missing (go install, ~2 min cold;
+#                                  its output is shown only if it fails)
 #   eval "$(scripts/versitygw.sh start)"
 #                                  install if needed, start it on 127.0.0.1 with a
 #                                  temporary directory, create the bucket, and print
@@ -51,7 +52,16 @@ install() {
 		return 0
 	fi
 	log "installing github.com/versity/versitygw/cmd/versitygw@$VERSION (about 2 minutes)"
-	go install "github.com/versity/versitygw/cmd/versitygw@$VERSION" >&2
+	# go install's output is shown only if it fails.
+	local out
+	out=$(mktemp "${TMPDIR:-/tmp}/versitygw-install.XXXXXX")
+	if ! go install "github.com/versity/versitygw/cmd/versitygw@$VERSION" >"$out" 2>&1; then
+		log "go install failed; its output:"
+		cat "$out" >&2
+		rm -f "$out"
+		exit 1
+	fi
+	rm -f "$out"
 	bin=$(find_bin) || { log "installed, but versitygw is not in PATH, GOBIN or GOPATH/bin"; exit 1; }
 	log "installed $bin"
 }
