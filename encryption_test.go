@@ -17,6 +17,7 @@ import (
 	"github.com/dlqdump/dlqdump/envelope/awskms"
 	"github.com/dlqdump/dlqdump/envelope/awskms/kmstest"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
@@ -313,5 +314,90 @@ func TestEncryptionConfig(t *testing.T) {
 	_, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: t.TempDir()}, Capacity: dlqdump.Megabyte, Encryption: &dlqdump.Encryption{}})
 	if !errors.Is(err, dlqdump.ErrConfig) || !strings.Contains(err.Error(), "Encryption.Recipients") {
 		t.Fatalf("no recipients: %v", err)
+	}
+}
+
+// TestRewrapHandover: dlqdump rewrap saves the copy's name in the original's
+// progress before it publishes the copy. A restorer that takes the original
+// over finishes it without delivering anything when the copy is published
+// (then restores the copy), and restores it when the copy is not there.
+func TestRewrapHandover(t *testing.T) {
+	for _, published := range []bool{true, false} {
+		t.Run(fmt.Sprint("published=", published), func(t *testing.T) {
+			dir := t.TempDir()
+			st := encStore{name: "fs", writer: func() dlqdump.Writer { return &fs.Writer{Directory: dir} }, reader: &fs.Reader{Directory: dir}}
+			a := newIdentity(t)
+			items, good := encItems("handover", 40)
+			q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: st.writer(), Capacity: dlqdump.Megabyte,
+				Encryption: &dlqdump.Encryption{Recipients: []envelope.Recipient{a.Recipient()}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range items {
+				if err := q.Enqueue(it); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ready := areaNames(t, st.reader, sink.AreaReady)
+			if len(ready) != 1 {
+				t.Fatalf("%d segments", len(ready))
+			}
+			orig := ready[0]
+			ctx := context.Background()
+			f, err := st.reader.Open(ctx, sink.AreaReady, orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: orig, Keys: envelope.NewKeyring(a)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrapped, err := envelope.Wrap(sr.DataKey().Key, a.Recipient())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := segment.NewID(sr.Header().Created)
+			copyName := segment.FileName(sr.Header().Created, id)
+			cl, err := claims.NewClaimer(st.reader, "rewrap", time.Second, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := cl.Claim(ctx, orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Reserve(ctx, copyName, orig); err != nil {
+				t.Fatal(err)
+			}
+			p := claims.Progress{Successor: copyName}
+			if err := c.Save(ctx, p.Marshal()); err != nil {
+				t.Fatal(err)
+			}
+			if published {
+				sw, err := st.reader.Create(ctx, sink.AreaReady, copyName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := segment.Rewrap(sw, sr, id, sr.Header().Created, wrapped); err != nil {
+					t.Fatal(err)
+				}
+				if err := sw.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+			// The rewrap dies here: its claim is released (or expires).
+			if err := c.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := restoreAll(t, st, &dlqdump.Encryption{Identities: []envelope.Identity{a}})
+			checkDelivered(t, got, good)
+			if r := areaNames(t, st.reader, sink.AreaReady); len(r) != 0 {
+				t.Fatalf("left ready: %v", r)
+			}
+		})
 	}
 }

@@ -190,6 +190,13 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if anyVersion {
 		cfg.VersionCompatible = func(_, _ dlqdump.Version) bool { return true }
 	}
+	ids, err := a.identities()
+	if err != nil {
+		return err
+	}
+	noKey := &noKeyCounter{}
+	cfg.Encryption = &dlqdump.Encryption{Identities: ids}
+	cfg.MetricsWriter = noKey
 	if l.isS3() {
 		// Every checkpoint is a PUT: at most one every two seconds.
 		cfg.CheckpointInterval = 2 * time.Second
@@ -241,6 +248,9 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 			return nil
 		}
 		return runErr
+	}
+	if n := noKey.n.Load(); n > 0 {
+		return fmt.Errorf("%s encrypted and left in place: no identity given unwraps its key (give --identity FILE, $%s or $%s)", plural(n, "segment"), envIdentity, envKMS)
 	}
 	notDelivered := rep.Quarantined > 0 || rep.QuarantinedSegments > 0 || rep.DamagedBlocks > 0
 	if notDelivered {

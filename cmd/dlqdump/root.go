@@ -103,8 +103,9 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	quiet bool
-	s3    s3Flags
+	quiet    bool
+	s3       s3Flags
+	keyFlags keyFlags
 
 	// soft is cancelled by the first interrupt: commands stop at the next
 	// segment or block. ctx is cancelled by the second: I/O stops at once.
@@ -165,6 +166,8 @@ directory or under an S3 prefix.
 
 ` + locationHelp + `
 
+` + keysHelp + `
+
 Progress bars are drawn on stderr for cp, mv, verify and restore when stderr
 is a terminal, never into a pipe or file; --quiet turns them off together
 with informational messages.
@@ -184,6 +187,7 @@ with informational messages.
 	pf := root.PersistentFlags()
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "no progress bars and no informational messages")
 	a.s3.register(pf)
+	a.keyFlags.register(pf)
 	root.AddCommand(
 		newLsCmd(a),
 		newStatCmd(a),
@@ -194,6 +198,7 @@ with informational messages.
 		newCopyCmd(a, true),
 		newQuarantineCmd(a),
 		newPruneCmd(a),
+		newRewrapCmd(a),
 	)
 	return root
 }

@@ -69,6 +69,8 @@ func (a *app) summarize(l *location, si sink.Info, claim *claimView) *summary {
 		return s
 	}
 	defer f.Close()
+	// Without keys: the header and footer are enough, and the blocks of
+	// an unsealed encrypted segment are checked without its key.
 	sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name})
 	if err != nil {
 		if isCorrupt(err) {
@@ -79,6 +81,10 @@ func (a *app) summarize(l *location, si sink.Info, claim *claimView) *summary {
 		return s
 	}
 	s.read, s.hdr, s.sealed = true, sr.Header(), sr.Sealed()
+	next := sr.NextBlock
+	if sr.KeyError() != nil {
+		next = sr.VerifyBlock
+	}
 	if ft := sr.Footer(); ft != nil {
 		s.blocks, s.records, s.raw = len(ft.Blocks), ft.Records, ft.RawBytes
 		s.minT, s.maxT = ft.MinTime, ft.MaxTime
@@ -91,7 +97,7 @@ func (a *app) summarize(l *location, si sink.Info, claim *claimView) *summary {
 			s.err = err
 			return s
 		}
-		bi, err := sr.NextBlock()
+		bi, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -144,6 +150,12 @@ type walkOpts struct {
 	// the blocks of records handled already, and the callers skip the
 	// records for which done.skip is true.
 	done *claimView
+	// sealed, when set, is called instead of fn for each block of an
+	// encrypted segment no identity given unwraps: the block's checksum
+	// was verified, its records cannot be read (verify without a key).
+	sealed func(bi segment.BlockInfo) error
+	// opened, when set, is called with the segment's Reader once opened.
+	opened func(sr *segment.Reader)
 }
 
 // from returns where walk starts: the first record the progress in o.done
@@ -173,7 +185,16 @@ func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage f
 		return st, fmt.Errorf("open %s: %w", l.segPath(si.Area, si.Name), err)
 	}
 	defer f.Close()
-	sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name})
+	ro, err := a.readerOptions(si.Name)
+	if err != nil {
+		return st, err
+	}
+	sr, err := segment.NewReader(f, f.Size(), ro)
+	if errors.Is(err, segment.ErrNoKey) && o.sealed != nil {
+		// No identity given unwraps its key: checksums only.
+		ro.Keys = nil
+		sr, err = segment.NewReader(f, f.Size(), ro)
+	}
 	if err != nil {
 		if isCorrupt(err) {
 			st.damaged++
@@ -181,9 +202,18 @@ func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage f
 			damage(err)
 			return st, nil
 		}
-		return st, err
+		return st, keyHint(err)
+	}
+	if o.opened != nil {
+		o.opened(sr)
 	}
 	hdr := sr.Header()
+	if sr.KeyError() != nil {
+		if o.sealed == nil {
+			return st, keyHint(sr.KeyError())
+		}
+		return a.walkSealed(sr, &st, o.sealed, damage, sr.Footer())
+	}
 	ft := sr.Footer()
 	if ft == nil {
 		damage(sr.FooterError())
@@ -248,5 +278,39 @@ func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage f
 		if err := handle(err); err != nil {
 			return st, err
 		}
+	}
+}
+
+// walkSealed verifies the blocks of an encrypted segment opened without its
+// key: checksums and places only. ft is its footer, nil when unsealed.
+func (a *app) walkSealed(sr *segment.Reader, st *walkStats, fn func(segment.BlockInfo) error, damage func(error), ft *segment.Footer) (walkStats, error) {
+	if ft == nil {
+		damage(sr.FooterError())
+	}
+	for {
+		if err := a.soft.Err(); err != nil {
+			return *st, err
+		}
+		bi, err := sr.VerifyBlock()
+		if errors.Is(err, io.EOF) {
+			return *st, nil
+		}
+		if err == nil {
+			st.blocks++
+			if err := fn(bi); err != nil {
+				return *st, err
+			}
+			continue
+		}
+		if !isCorrupt(err) {
+			return *st, err
+		}
+		st.damaged++
+		if ce := (*segment.CorruptError)(nil); errors.As(err, &ce) && ft != nil && ce.Block >= 0 && ce.Block < len(ft.Blocks) && ft.Blocks[ce.Block].Offset == ce.Offset {
+			st.lost += uint64(ft.Blocks[ce.Block].Count)
+		} else {
+			st.unknownLost = true
+		}
+		damage(err)
 	}
 }

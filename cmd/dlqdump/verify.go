@@ -104,6 +104,7 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		damagedSegs, damagedParts      int
 		failed                         []error
 		salvaged, salvagedRecs, unsalv int
+		checksumsOnly                  int
 	)
 	for i, si := range infos {
 		if a.interrupted() {
@@ -112,12 +113,24 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		bar.setNote(fmt.Sprintf("%d/%d segments", i+1, len(infos)))
 		var damage []error
 		var n uint64
-		st, err := a.walk(l, si, walkOpts{}, func(_ *segment.Header, b *segment.Block) error {
+		var sealedOnly bool
+		wo := walkOpts{sealed: func(bi segment.BlockInfo) error {
+			sealedOnly = true
+			n += uint64(bi.Count)
+			bar.add(segment.BlockHeaderSize + int64(bi.StoredLen))
+			return nil
+		}}
+		st, err := a.walk(l, si, wo, func(_ *segment.Header, b *segment.Block) error {
 			n += uint64(b.Len())
 			bi := b.Info()
 			bar.add(segment.BlockHeaderSize + int64(bi.StoredLen))
 			return nil
 		}, func(err error) { damage = append(damage, err) })
+		note := ""
+		if sealedOnly {
+			note = " (encrypted, no key: checksums only)"
+			checksumsOnly++
+		}
 		done += si.Size
 		bar.set(done)
 		records += n
@@ -132,13 +145,13 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		}
 		if len(damage) == 0 {
 			if !a.quiet {
-				a.printOut(fmt.Sprintf("ok      %s (%s): %s in %s", si.Name, si.Area, plural(n, "record"), plural(st.blocks, "block")))
+				a.printOut(fmt.Sprintf("ok      %s (%s): %s in %s%s", si.Name, si.Area, plural(n, "record"), plural(st.blocks, "block"), note))
 			}
 			continue
 		}
 		damagedSegs++
 		damagedParts += len(damage)
-		a.printOut(fmt.Sprintf("DAMAGED %s (%s): %s", si.Name, si.Area, damageSummary(n, st, damage)))
+		a.printOut(fmt.Sprintf("DAMAGED %s (%s): %s%s", si.Name, si.Area, damageSummary(n, st, damage), note))
 		for _, d := range damage {
 			a.printOut("  " + d.Error())
 		}
@@ -175,6 +188,9 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		}
 		if salvage != nil && damagedSegs > 0 {
 			msg += fmt.Sprintf("; salvaged %s from %s into %s", plural(salvagedRecs, "record"), plural(salvaged, "segment"), salvage)
+		}
+		if checksumsOnly > 0 {
+			msg += fmt.Sprintf("; %s encrypted and checked without a key: checksums only, not that the sealed bytes authenticate nor that the records parse", plural(checksumsOnly, "segment"))
 		}
 		a.printOut(msg)
 	}
@@ -241,23 +257,25 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 		return 0, err
 	}
 	var (
-		sw sink.SegmentWriter
-		w  *segment.Writer
-		n  uint64
+		sw  sink.SegmentWriter
+		w   *segment.Writer
+		n   uint64
+		key *segment.DataKey // an encrypted segment's: the copy is encrypted too
 	)
 	abort := func() {
 		if sw != nil {
 			_ = sw.Abort()
 		}
 	}
-	_, err := a.walk(l, si, walkOpts{}, func(hdr *segment.Header, b *segment.Block) error {
+	wo := walkOpts{opened: func(sr *segment.Reader) { key = sr.DataKey() }}
+	_, err := a.walk(l, si, wo, func(hdr *segment.Header, b *segment.Block) error {
 		if w == nil {
 			var err error
 			if sw, err = dst.reader.Create(ctx, sink.AreaReady, si.Name); err != nil {
 				return fmt.Errorf("create %s: %w", dst.segPath(sink.AreaReady, si.Name), err)
 			}
 			h := segment.Header{Codec: hdr.Codec, DataVersion: hdr.DataVersion, Created: hdr.Created, ID: hdr.ID}
-			if w, err = segment.NewWriter(sw, h, nil); err != nil {
+			if w, err = segment.NewWriter(sw, h, &segment.WriterOptions{Key: key}); err != nil {
 				return err
 			}
 		}

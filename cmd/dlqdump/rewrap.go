@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump/envelope"
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+func newRewrapCmd(a *app) *cobra.Command {
+	var (
+		area       string
+		recipients []string
+		recFiles   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "rewrap LOCATION [SEGMENT...] --recipient R... [--identity FILE]",
+		Short: "Wrap the data keys of encrypted segments for new recipients (key rotation)",
+		Long: `Wrap the data key of each encrypted segment (all, or the named ones) anew for
+the recipients given, and for them only: segments that the old keys read
+become readable with the new ones alone. The blocks are not decrypted or
+sealed again: each segment is copied, block for block, into a new segment
+with a new header and key section, published under a new name (the same
+time, so it keeps its place), and the old one is deleted. An identity that
+unwraps the old key is needed (--identity, $DLQDUMP_IDENTITY,
+$DLQDUMP_AWS_KMS). Every block's checksum and authentication is verified on
+the way; a damaged segment is left as it is (see verify --salvage).
+
+A ready segment is claimed first, like a restorer claims it, so no restorer
+feeds it meanwhile; its restore progress moves with it. The copy is
+published pending on the original (no restorer takes it while the original
+is ready) and the original remembers its copy, so an interrupted rewrap
+never delivers a record twice: a restorer that takes the original over
+finishes it when the copy is there, and restores it when it is not. A
+segment a restorer holds is left in place (exit status 1). Archived
+segments are rewrapped too; quarantined ones are not (release them first).
+
+Recipients: --recipient age1... (age X25519), age1pq1... (post-quantum),
+"ssh-ed25519 AAAA..." or "ssh-rsa AAAA..." (SSH public keys), awskms:KEY
+(an AWS KMS key ID, ARN or alias, with the AWS environment's credentials);
+--recipients-file FILE reads age and SSH recipients, one per line.`,
+		Example: `  dlqdump rewrap /var/lib/app/dlq --identity old.key --recipient age1new... --recipient age1backup...
+  DLQDUMP_AWS_KMS=any dlqdump rewrap s3://dead-letters/orders/ --recipient awskms:alias/dlq-2027`,
+		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			var recs []envelope.Recipient
+			for _, s := range recipients {
+				r, err := a.parseRecipientArg(s)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, r)
+			}
+			for _, p := range recFiles {
+				f, err := os.Open(p)
+				if err != nil {
+					return usageErrorf("--recipients-file: %v", err)
+				}
+				rs, err := envelope.ParseRecipients(f)
+				f.Close()
+				if err != nil {
+					return usageErrorf("--recipients-file %s: %v", p, err)
+				}
+				recs = append(recs, rs...)
+			}
+			if len(recs) == 0 {
+				return usageErrorf("rewrap: give at least one --recipient or --recipients-file")
+			}
+			if a.lease < claims.MinLease {
+				return usageErrorf("--lease %s: want at least %s", a.lease, claims.MinLease)
+			}
+			areas, err := areasFlag(cmd.Flags(), area, args[1:], "all")
+			if err != nil {
+				return err
+			}
+			l, err := a.open(args[0], true)
+			if err != nil {
+				return err
+			}
+			infos, err := a.list(l, areas, args[1:])
+			if err != nil {
+				return err
+			}
+			return a.rewrapAll(l, infos, recs)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&recipients, "recipient", nil, "new recipient: age1..., age1pq1..., an SSH public key, or awskms:KEY (repeatable)")
+	fl.StringArrayVar(&recFiles, "recipients-file", nil, "file of age and SSH recipients, one per line (repeatable)")
+	fl.StringVar(&area, "area", "all", "ready, archive or all (quarantined segments are not rewrapped)")
+	fl.DurationVar(&a.lease, "lease", defaultLease, "claim lease on each ready segment, renewed every third of it")
+	_ = fl.MarkHidden("lease")
+	return cmd
+}
+
+// rewrapAll rewraps each segment of infos, reporting each.
+func (a *app) rewrapAll(l *location, infos []sink.Info, recs []envelope.Recipient) error {
+	var done, plain, failed int
+	for _, si := range infos {
+		if a.interrupted() {
+			break
+		}
+		name, err := a.rewrapOne(l, si, recs)
+		switch {
+		case errors.Is(err, errNotEncrypted):
+			plain++
+		case err != nil:
+			failed++
+			a.warnf("%s: not rewrapped: %v", l.segPath(si.Area, si.Name), err)
+		default:
+			done++
+			a.printOut(fmt.Sprintf("rewrapped %s -> %s", si.Name, name))
+		}
+	}
+	a.infof("rewrapped %s of %s; %s not encrypted", plural(done, "segment"), l, plural(plain, "segment"))
+	if failed > 0 {
+		return fmt.Errorf("%s not rewrapped", plural(failed, "segment"))
+	}
+	return nil
+}
+
+var errNotEncrypted = errors.New("not encrypted")
+
+// rewrapOne rewraps one segment and returns the name of its copy.
+func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
+	switch si.Area {
+	case sink.AreaQuarantine:
+		return "", fmt.Errorf("quarantined: release it first (dlqdump quarantine release)")
+	case sink.AreaArchive:
+		return a.rewrapArchived(l, si, recs)
+	}
+	ctx := a.ctx
+	claimer, err := a.claimerOf(l)
+	if err != nil {
+		return "", err
+	}
+	cl, err := claimer.Claim(ctx, si.Name)
+	if err != nil {
+		return "", err
+	}
+	keep := claims.Keep(ctx, cl, a.logger())
+	ended := false
+	defer func() {
+		keep.Stop()
+		if !ended && !keep.Lost() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+			defer cancel()
+			_ = cl.Release(rctx)
+		}
+	}()
+	prog, err := claims.ParseProgress(cl.Progress())
+	switch {
+	case err != nil:
+		return "", err
+	case len(prog.Aside) > 0 || prog.Done:
+		return "", fmt.Errorf("a restore of it is finishing (records set aside, or done): restore it first")
+	}
+	finish := func() error {
+		keep.Stop()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		if err := cl.Finish(fctx, claims.Destination{Delete: true}); err != nil {
+			return fmt.Errorf("the copy %s is published, but removing the original failed (a restorer taking it over removes it): %w", prog.Successor, err)
+		}
+		ended = true
+		return nil
+	}
+	if prog.Successor != "" {
+		// An earlier rewrap published its copy, or did not.
+		if f, err := l.reader.Open(ctx, sink.AreaReady, prog.Successor); err == nil {
+			f.Close()
+			return prog.Successor, finish()
+		}
+	}
+	var newName string
+	publish := func(sw sink.SegmentWriter, name string, shift int64) error {
+		// The copy's record first: pending on the original, with the
+		// progress moved by the shift.
+		p := prog
+		p.Successor = ""
+		if p.Offset != 0 { // (0, 0) is the start in any segment
+			p.Offset += shift
+		}
+		rec := claims.Record{V: claims.Version, Rev: 1, State: claims.StatePending, Parent: si.Name, Written: time.Now().UTC()}
+		if p.Started() {
+			rec.Progress = p.Marshal()
+		}
+		if err := a.putRecord(l, name, &rec); err != nil {
+			return err
+		}
+		// Then the original names its copy, so that a restorer taking it
+		// over after an interruption knows what became of it.
+		prog.Successor = name
+		if err := keep.Save(ctx, prog.Marshal()); err != nil {
+			return err
+		}
+		if err := keep.Hold(); err != nil {
+			return err
+		}
+		newName = name
+		return sw.Commit(ctx)
+	}
+	if err := a.rewrapCopy(l, si, recs, publish); err != nil {
+		return "", err
+	}
+	return newName, finish()
+}
+
+// rewrapArchived rewraps an archived segment: no restorer takes it, so the
+// copy is published and the original deleted.
+func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
+	var newName string
+	err := a.rewrapCopy(l, si, recs, func(sw sink.SegmentWriter, name string, _ int64) error {
+		newName = name
+		return sw.Commit(a.ctx)
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := l.reader.Delete(a.ctx, si.Area, si.Name); err != nil && !errors.Is(err, sink.ErrNotFound) {
+		return newName, fmt.Errorf("the copy %s is published, but deleting the original failed: %w", newName, err)
+	}
+	return newName, nil
+}
+
+// rewrapCopy writes the copy of a segment with its key wrapped for recs and
+// calls publish to publish it (publish commits sw), then reads the copy
+// back: its blocks must verify.
+func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, publish func(sw sink.SegmentWriter, name string, shift int64) error) error {
+	ctx := a.ctx
+	f, err := l.reader.Open(ctx, si.Area, si.Name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	plainR, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name})
+	if err != nil {
+		return err
+	}
+	if !plainR.Header().Encrypted {
+		return errNotEncrypted
+	}
+	ro, err := a.readerOptions(si.Name)
+	if err != nil {
+		return err
+	}
+	if ro.Keys == nil {
+		return keyHint(plainR.KeyError())
+	}
+	sr, err := segment.NewReader(f, f.Size(), ro)
+	if err != nil {
+		return keyHint(err)
+	}
+	wrapped, err := envelope.Wrap(sr.DataKey().Key, recs...)
+	if err != nil {
+		return err
+	}
+	created := sr.Header().Created
+	id := segment.NewID(created)
+	name := segment.FileName(created, id)
+	sw, err := l.reader.Create(ctx, si.Area, name)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", l.segPath(si.Area, name), err)
+	}
+	shift, err := segment.Rewrap(sw, sr, id, created, wrapped)
+	if err == nil {
+		err = publish(sw, name, shift)
+	}
+	if err != nil {
+		_ = sw.Abort()
+		return err
+	}
+	return a.checkCopy(l, si.Area, name, wrapped)
+}
+
+// checkCopy reads a published copy back: every block verifies, and its
+// header holds the new wrapped key.
+func (a *app) checkCopy(l *location, area sink.Area, name string, wrapped []byte) error {
+	f, err := l.reader.Open(a.ctx, area, name)
+	if err != nil {
+		return fmt.Errorf("read back %s: %w", l.segPath(area, name), err)
+	}
+	defer f.Close()
+	r, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: name})
+	if err != nil {
+		return fmt.Errorf("read back %s: %w", l.segPath(area, name), err)
+	}
+	if !r.Sealed() || string(r.WrappedKey()) != string(wrapped) {
+		return fmt.Errorf("read back %s: not the copy written", l.segPath(area, name))
+	}
+	for {
+		_, err := r.VerifyBlock()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read back %s: %w", l.segPath(area, name), err)
+		}
+	}
+}
+
+// putRecord writes the record of a segment not yet published (none may be
+// there: an earlier attempt's copy has another name).
+func (a *app) putRecord(l *location, name string, rec *claims.Record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := l.reader.WriteRecord(a.ctx, name, data, ""); err != nil {
+		return fmt.Errorf("write the claim record of %s: %w", l.segPath(sink.AreaReady, name), err)
+	}
+	return nil
+}
