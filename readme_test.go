@@ -1,0 +1,365 @@
+package dlqdump_test
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The README's Go snippets are tested code. Each ```go block in README.md
+// follows a marker naming the test function that holds the same code:
+//
+//	<!-- snippet: DIR FUNC -->
+//
+// DIR is the package directory ("." for this one, "s3", ...), FUNC an
+// Example with an "// Output:" comment (go test runs it and checks what it
+// prints) or a Test in DIR's _test.go files. In FUNC's body the code lies
+// between the comment lines "// README:begin" and "// README:end"; it may be
+// indented (in a function literal, say, so that its defers run before the
+// Example checks what was stored). The block and the region must be the same
+// code once formatted by gofmt, comments included; the block may start with
+// an import declaration, whose imports FUNC's file must have too. See the
+// README's Tests section.
+
+const (
+	readmeBegin = "// README:begin"
+	readmeEnd   = "// README:end"
+)
+
+var snippetMarker = regexp.MustCompile(`^<!--\s*snippet:\s*(\S+)\s+(\w+)\s*-->$`)
+
+// readmeBlock is a ```go block of the README.
+type readmeBlock struct {
+	line     int    // of the opening fence
+	heading  string // the section it is in
+	code     string
+	dir, fun string // from the marker before it; empty when there is none
+}
+
+// readmeBlocks returns the Go blocks of a Markdown text.
+func readmeBlocks(text string) ([]readmeBlock, error) {
+	var blocks []readmeBlock
+	lines := strings.Split(text, "\n")
+	heading, marker, markerLine := "", "", 0
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimRight(lines[i], " \t\r")
+		switch {
+		case strings.HasPrefix(l, "#"):
+			heading = strings.TrimSpace(strings.TrimLeft(l, "#"))
+		case snippetMarker.MatchString(l):
+			marker, markerLine = l, i+1
+		case strings.HasPrefix(l, "```"):
+			lang := strings.TrimSpace(strings.TrimPrefix(l, "```"))
+			start := i
+			var code []string
+			for i++; i < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i]), "```"); i++ {
+				code = append(code, lines[i])
+			}
+			if i == len(lines) {
+				return nil, fmt.Errorf("README.md:%d: code block never closed", start+1)
+			}
+			if lang != "go" {
+				if marker != "" {
+					return nil, fmt.Errorf("README.md:%d: the snippet marker %q is followed by a %q block, not a go block", markerLine, marker, lang)
+				}
+				continue
+			}
+			b := readmeBlock{line: start + 1, heading: heading, code: strings.Join(code, "\n")}
+			if m := snippetMarker.FindStringSubmatch(marker); m != nil {
+				b.dir, b.fun = m[1], m[2]
+			}
+			blocks = append(blocks, b)
+			marker = ""
+		case l != "" && marker != "":
+			return nil, fmt.Errorf("README.md:%d: the snippet marker of line %d must be followed by a go block, found %q", i+1, markerLine, l)
+		}
+	}
+	return blocks, nil
+}
+
+// TestReadmeSnippets checks that every Go block in README.md is the code of
+// a test that runs (see the comment above).
+func TestReadmeSnippets(t *testing.T) {
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := readmeBlocks(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no go blocks: is the parser broken?")
+	}
+	used := map[string]string{}
+	for _, b := range blocks {
+		where := fmt.Sprintf("README.md:%d (section %q, starting %q)", b.line, b.heading, firstLine(b.code))
+		if b.fun == "" {
+			t.Errorf("%s: this Go snippet is not tested. Put the same code in an Example (with an // Output: comment) or a Test, "+
+				"between the lines %q and %q, and put <!-- snippet: DIR FUNC --> on the line before the block: see the README's Tests section", where, readmeBegin, readmeEnd)
+			continue
+		}
+		key := b.dir + " " + b.fun
+		if prev, dup := used[key]; dup {
+			t.Errorf("%s: %s holds the code of another block already (%s): one block per function", where, key, prev)
+			continue
+		}
+		used[key] = where
+		if err := checkSnippet(b); err != nil {
+			t.Errorf("%s: %v", where, err)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%d Go snippets in README.md, each the code of a test", len(blocks))
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// checkSnippet finds the block's function and compares its region with the
+// block.
+func checkSnippet(b readmeBlock) error {
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob(filepath.Join(filepath.FromSlash(b.dir), "*_test.go"))
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || fd.Name.Name != b.fun || fd.Body == nil {
+				continue
+			}
+			if err := runsAsTest(fd, f); err != nil {
+				return fmt.Errorf("%s in %s: %w", b.fun, name, err)
+			}
+			region, err := funcRegion(fset, src, fd, f)
+			if err != nil {
+				return fmt.Errorf("%s in %s: %w", b.fun, name, err)
+			}
+			return compareSnippet(b.code, region, f, name)
+		}
+	}
+	return fmt.Errorf("no function %s in %s/*_test.go", b.fun, b.dir)
+}
+
+// runsAsTest checks that go test runs fd and fails when it goes wrong: a
+// Test, or an Example whose output is checked.
+func runsAsTest(fd *ast.FuncDecl, f *ast.File) error {
+	name := fd.Name.Name
+	switch {
+	case strings.HasPrefix(name, "Test"):
+		return nil
+	case strings.HasPrefix(name, "Example"):
+		for _, cg := range f.Comments {
+			if cg.Pos() < fd.Body.Lbrace || cg.End() > fd.Body.Rbrace {
+				continue
+			}
+			for _, c := range cg.List {
+				text := strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
+				if strings.HasPrefix(text, "Output:") || strings.HasPrefix(text, "Unordered output:") {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("an Example without an // Output: comment is compiled but never run")
+	}
+	return fmt.Errorf("not a Test nor an Example: go test would not run it")
+}
+
+// funcRegion returns the source between the README:begin and README:end
+// lines of fd's body.
+func funcRegion(fset *token.FileSet, src []byte, fd *ast.FuncDecl, f *ast.File) (string, error) {
+	var begin, end *ast.Comment
+	for _, cg := range f.Comments {
+		if cg.Pos() < fd.Body.Lbrace || cg.End() > fd.Body.Rbrace {
+			continue
+		}
+		for _, c := range cg.List {
+			switch strings.TrimSpace(c.Text) {
+			case readmeBegin:
+				if begin != nil {
+					return "", fmt.Errorf("two %q lines", readmeBegin)
+				}
+				begin = c
+			case readmeEnd:
+				if end != nil {
+					return "", fmt.Errorf("two %q lines", readmeEnd)
+				}
+				end = c
+			}
+		}
+	}
+	if begin == nil || end == nil || end.Pos() < begin.End() {
+		return "", fmt.Errorf("its body has no %q line followed by a %q line", readmeBegin, readmeEnd)
+	}
+	from := fset.Position(begin.End()).Offset
+	to := fset.Position(end.Pos()).Offset
+	region := string(src[from:to])
+	// Drop the rest of the begin line and the indentation of the end line.
+	if i := strings.IndexByte(region, '\n'); i >= 0 {
+		region = region[i+1:]
+	}
+	if i := strings.LastIndexByte(region, '\n'); i >= 0 {
+		region = region[:i+1]
+	}
+	return region, nil
+}
+
+// compareSnippet compares the README block with the test's region, both
+// formatted by gofmt; an import declaration at the start of the block must
+// be satisfied by the test file's imports.
+func compareSnippet(block, region string, f *ast.File, fileName string) error {
+	imports, body, err := splitImports(block)
+	if err != nil {
+		return fmt.Errorf("the block's imports: %w", err)
+	}
+	for _, spec := range imports {
+		if !slices.ContainsFunc(f.Imports, func(is *ast.ImportSpec) bool {
+			return is.Path.Value == spec.Path.Value && importName(is) == importName(spec)
+		}) {
+			return fmt.Errorf("the block imports %s%s, which %s does not", importName(spec), spec.Path.Value, fileName)
+		}
+	}
+	want, err := formatStatements(region)
+	if err != nil {
+		return fmt.Errorf("the test's code does not format: %w", err)
+	}
+	got, err := formatStatements(body)
+	if err != nil {
+		return fmt.Errorf("the block is not Go statements gofmt can format (no \"...\" placeholders: write real code): %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("the block differs from the test's code (after gofmt)%s", lineDiff(got, want))
+	}
+	return nil
+}
+
+func importName(is *ast.ImportSpec) string {
+	if is.Name == nil {
+		return ""
+	}
+	return is.Name.Name + " "
+}
+
+// splitImports parses an import declaration at the start of a block and
+// returns its specs and the rest of the block.
+func splitImports(block string) ([]*ast.ImportSpec, string, error) {
+	trimmed := strings.TrimLeft(block, " \t\n")
+	if !strings.HasPrefix(trimmed, "import") {
+		return nil, block, nil
+	}
+	end := len(trimmed)
+	if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(trimmed, "import")), "(") {
+		i := strings.Index(trimmed, "\n)")
+		if i < 0 {
+			return nil, "", fmt.Errorf("import ( without its closing )")
+		}
+		end = i + 2
+	} else if i := strings.IndexByte(trimmed, '\n'); i >= 0 {
+		end = i
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "block.go", "package p\n"+trimmed[:end], parser.ImportsOnly)
+	if err != nil {
+		return nil, "", err
+	}
+	return f.Imports, trimmed[end:], nil
+}
+
+// formatStatements returns statements formatted by gofmt, without the
+// indentation of a function body.
+func formatStatements(code string) (string, error) {
+	src := "package p\n\nfunc _() {\n" + code + "\n}\n"
+	out, err := format.Source([]byte(src))
+	if err != nil {
+		return "", err
+	}
+	s := string(out)
+	s = s[strings.Index(s, "{\n")+2 : strings.LastIndex(s, "}")]
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString(strings.TrimPrefix(l, "\t"))
+		b.WriteByte('\n')
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// lineDiff names the first line where got and want differ.
+func lineDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf(" at its line %d:\n\tREADME: %s\n\ttest:   %s", i+1, strconv.Quote(gl), strconv.Quote(wl))
+		}
+	}
+	return ""
+}
+
+// The harness itself: blocks without a marker are reported by their line
+// and section, markers must precede a go block, and the comparison ignores
+// formatting but not code or comments.
+func TestReadmeHarness(t *testing.T) {
+	md := "# T\n\n## One\n\n```go\nx := 1\n```\n\n<!-- snippet: . ExampleX -->\n```go\ny := 2\n```\n\n```sh\necho\n```\n"
+	blocks, err := readmeBlocks(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 2 || blocks[0].fun != "" || blocks[0].heading != "One" || blocks[0].line != 5 || blocks[1].fun != "ExampleX" || blocks[1].dir != "." {
+		t.Fatalf("blocks = %+v", blocks)
+	}
+	if _, err := readmeBlocks("<!-- snippet: . ExampleX -->\n```sh\necho\n```\n"); err == nil {
+		t.Error("a marker before a sh block was accepted")
+	}
+	if _, err := readmeBlocks("<!-- snippet: . ExampleX -->\ntext\n```go\nx := 1\n```\n"); err == nil {
+		t.Error("a marker followed by text was accepted")
+	}
+	a, _ := formatStatements("x := f(1,\n2)   // c\nif x > 0 { g() }")
+	b, _ := formatStatements("\t\tx := f(1,\n\t\t\t2) // c\n\t\tif x > 0 {\n\t\t\tg()\n\t\t}")
+	if a != b {
+		t.Errorf("formatting differences are not ignored:\n%s\n---\n%s", a, b)
+	}
+	c, _ := formatStatements("x := f(1, 2) // other\nif x > 0 { g() }")
+	if a == c {
+		t.Error("a different comment is ignored")
+	}
+	if _, err := formatStatements("if err != nil { ... }"); err == nil {
+		t.Error("a ... placeholder formats")
+	}
+	imports, rest, err := splitImports("import (\n\t\"fmt\"\n\tq \"github.com/koykov/queue\"\n)\n\nx := 1\n")
+	if err != nil || len(imports) != 2 || strings.TrimSpace(rest) != "x := 1" || importName(imports[1]) != "q " {
+		t.Fatalf("splitImports = %v, %q, %v", imports, rest, err)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(lineDiff("a\nb", "a\nc"))
+	if !strings.Contains(buf.String(), "line 2") {
+		t.Errorf("lineDiff = %q", buf.String())
+	}
+}
