@@ -111,7 +111,7 @@ func (w *Writer) Create(ctx context.Context, name string) (sink.SegmentWriter, e
 			return nil, fmt.Errorf("dlqdump: fs: lock %s: %w", tmp, err)
 		}
 		if locked && sameFile(f, tmp) {
-			return &file{f: f, dir: dir, tmp: tmp, final: filepath.Join(dir, name)}, nil
+			return &file{w: w, f: f, dir: dir, tmp: tmp, final: filepath.Join(dir, name)}, nil
 		}
 		// A Recover holds the lock of the empty file and removes it, or
 		// removed it already: leave it to that Recover and start over.
@@ -136,13 +136,33 @@ var testHookCreated func(tmp string)
 
 // file is a segment being written.
 type file struct {
+	w          *Writer
 	f          *os.File
 	dir        string
 	tmp, final string
 	off        int64
 	dirSynced  bool
-	committed  bool // renamed to its final name
+	syncFailed bool // an fsync of f failed: the page cache may have dropped blocks
+	committed  bool // renamed to its final name (or what survived of it published)
 	released   bool // f is closed
+}
+
+// ErrLost means records were lost: an fsync of a segment failed, the kernel
+// dropped what it could not write, and a later fsync reported success
+// without it. The error says how many records, and what was published
+// instead.
+var ErrLost = errors.New("dlqdump: fs: records lost")
+
+// testHookSync, when set by a test, runs instead of fdatasync in Sync and
+// Commit.
+var testHookSync func(f *os.File) error
+
+// fsync is fdatasync, or the test's hook.
+func fsync(f *os.File) error {
+	if testHookSync != nil {
+		return testHookSync(f)
+	}
+	return datasync(f)
 }
 
 // Write writes p at the segment's current end.
@@ -157,7 +177,8 @@ func (f *file) Write(p []byte) (int, error) {
 
 // Sync makes the bytes written so far, and the file's name, durable.
 func (f *file) Sync() error {
-	if err := datasync(f.f); err != nil {
+	if err := fsync(f.f); err != nil {
+		f.syncFailed = true
 		return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
 	}
 	if !f.dirSynced {
@@ -182,6 +203,14 @@ func (f *file) Truncate(size int64) error {
 // directory. The lock is held until the rename is durable, so Recover in
 // another process never sees the file half-committed. A Commit retried after
 // a failure finishes what is left; after a success it does nothing.
+//
+// Once an fsync of the file failed, a later one may succeed although the
+// kernel dropped the blocks it could not write: before publishing, Commit
+// then reads the file back. If blocks are missing it publishes what is
+// intact (as Recover does: cut back and sealed, or copied into a new
+// segment with the file moved to quarantine), logs an error and returns one
+// wrapping ErrLost that counts the records lost, so that the Queue counts a
+// failure; a retry of that Commit returns nil.
 func (f *file) Commit(context.Context) error {
 	if f.released {
 		if f.committed {
@@ -190,8 +219,14 @@ func (f *file) Commit(context.Context) error {
 		return fmt.Errorf("dlqdump: fs: commit %s: %w", f.tmp, os.ErrClosed)
 	}
 	if !f.committed {
-		if err := datasync(f.f); err != nil {
+		if err := fsync(f.f); err != nil {
+			f.syncFailed = true
 			return fmt.Errorf("dlqdump: fs: sync %s: %w", f.tmp, err)
+		}
+		if f.syncFailed {
+			if err := f.verify(); err != nil {
+				return err
+			}
 		}
 		if err := renameNoReplace(f.tmp, f.final); err != nil {
 			return fmt.Errorf("dlqdump: fs: publish %s: %w", f.final, err)
@@ -206,6 +241,54 @@ func (f *file) Commit(context.Context) error {
 		return fmt.Errorf("dlqdump: fs: close %s: %w", f.final, err)
 	}
 	return nil
+}
+
+// verify reads back a file whose fsync failed once. It returns nil when
+// every block is intact. Otherwise it publishes what is intact, releases the
+// file and returns an error wrapping ErrLost that counts the records lost
+// (from the footer, when it survived); an error that is not damage (the file
+// could not be read) is returned as it is, and Commit may be retried.
+func (f *file) verify() error {
+	name := filepath.Base(f.final)
+	st, err := f.f.Stat()
+	if err != nil {
+		return fmt.Errorf("dlqdump: fs: check %s after a failed fsync: %w", f.tmp, err)
+	}
+	size := st.Size()
+	res, err := segment.Scan(f.f, size, &segment.ReaderOptions{Name: name})
+	var ce *segment.CorruptError
+	switch {
+	case err == nil && res.Sealed && res.Damage == nil:
+		return nil // every block reached the disk
+	case err != nil && !errors.As(err, &ce):
+		return fmt.Errorf("dlqdump: fs: check %s after a failed fsync: %w", f.tmp, err)
+	}
+	total, known := uint64(0), false
+	if r, rerr := segment.NewReader(f.f, size, &segment.ReaderOptions{Name: name}); rerr == nil && r.Sealed() {
+		total, known = r.Footer().Records, true
+	}
+	pub, kept, perr := f.w.publishIntact(f.dir, f.f, f.tmp, name, size, "commit after a failed fsync", "damaged after a failed fsync")
+	if perr != nil {
+		return fmt.Errorf("dlqdump: fs: segment %s lost blocks after a failed fsync, and publishing its intact records failed: %w", name, perr)
+	}
+	f.committed, f.released = true, true
+	_ = f.f.Close()
+	lost := "an unknown number of records (its footer, which counts them, is damaged too)"
+	if known {
+		lost = fmt.Sprintf("%d of its %d records", total-min(kept, total), total)
+	}
+	what := "nothing of it was published"
+	if pub != "" {
+		what = fmt.Sprintf("its %d intact records are published as %s", kept, pub)
+	}
+	cause := err // the header's damage
+	if cause == nil {
+		cause = res.Damage
+	}
+	f.w.logger().Error("records lost: an fsync of a segment failed and a later one succeeded without the blocks the kernel dropped",
+		slog.String("segment", name), slog.String("lost", lost), slog.String("published", pub), slog.Uint64("kept", kept), slog.Any("damage", cause))
+	return fmt.Errorf("%w: segment %s: an fsync failed and a later one succeeded without the blocks the kernel dropped: %s lost; %s (damage: %v)",
+		ErrLost, name, lost, what, cause)
 }
 
 // Close releases the file (and its lock) without publishing it; Recover
@@ -293,44 +376,57 @@ func (w *Writer) recoverFile(dir, path, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	log := w.logger().With(slog.String("segment", name))
-	size := st.Size()
+	pub, _, err := w.publishIntact(dir, f, path, name, st.Size(), "recover", "left open")
+	return pub, err
+}
+
+// publishIntact publishes the intact records of the segment file at path,
+// open as f with its lock held, under name, and returns the name it
+// published ("" for none) and how many records that segment holds: sealed
+// as it is when intact; cut back to its intact prefix and sealed; or, with
+// intact blocks after damage, its intact records copied into a new segment
+// (a new name) and the file moved to quarantine. A file with a damaged header
+// is moved to quarantine, one with no intact block removed. why starts the
+// quarantine reason ("recover"), what says in the logs what the file is
+// ("left open").
+func (w *Writer) publishIntact(dir string, f *os.File, path, name string, size int64, why, what string) (string, uint64, error) {
+	log := w.logger().With(slog.String("segment", name), slog.String("found", what))
 	if size < segment.HeaderSize {
-		log.Info("removing a segment left open with no records", slog.Int64("bytes", size))
-		return "", removeSynced(dir, path)
+		log.Info("removing a segment with no records", slog.Int64("bytes", size))
+		return "", 0, removeSynced(dir, path)
 	}
 	res, err := segment.Scan(f, size, &segment.ReaderOptions{Name: name})
 	if err != nil {
 		var ce *segment.CorruptError
 		if !errors.As(err, &ce) {
-			return "", err
+			return "", 0, err
 		}
-		log.Warn("segment left open has a damaged header; moved to quarantine", slog.Any("error", err))
-		return "", moveAside(dir, w.asideDir(), path, name, "recover: "+err.Error(), w.perm())
+		log.Warn("segment has a damaged header; moved to quarantine", slog.Any("error", err))
+		return "", 0, moveAside(dir, w.asideDir(), path, name, why+": "+err.Error(), w.perm())
 	}
 	if res.Damage != nil && intactAfter(f, size, res.End, name) {
-		return w.salvage(dir, f, path, name, size, res)
+		return w.salvage(dir, f, path, name, size, res, why)
 	}
 	if len(res.Blocks) == 0 {
-		log.Info("removing a segment left open with no intact records", slog.Any("damage", res.Damage))
-		return "", removeSynced(dir, path)
+		log.Info("removing a segment with no intact records", slog.Any("damage", res.Damage))
+		return "", 0, removeSynced(dir, path)
 	}
 	if !res.Sealed || res.Damage != nil {
 		if err := f.Truncate(res.End); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if err := segment.Seal(io.NewOffsetWriter(f, res.End), res); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	if err := datasync(f); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := renameNoReplace(path, filepath.Join(dir, name)); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	log.Info("sealed and published a segment left open", slog.Uint64("records", res.Records), slog.Any("damage", res.Damage))
-	return name, syncDir(dir)
+	log.Info("sealed and published a segment", slog.Uint64("records", res.Records), slog.Any("damage", res.Damage))
+	return name, res.Records, syncDir(dir)
 }
 
 // intactAfter reports whether an intact block follows offset end.
@@ -353,10 +449,10 @@ func intactAfter(f *os.File, size, end int64, name string) bool {
 
 // salvage copies every intact record of a damaged file into a new segment
 // with the same header, publishes it and quarantines the damaged file.
-func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, res *segment.ScanResult) (string, error) {
+func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, res *segment.ScanResult, why string) (string, uint64, error) {
 	r, err := segment.NewReader(f, size, &segment.ReaderOptions{Name: name})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	// The copy gets a name of its own: the original keeps its name in
 	// quarantine.
@@ -365,12 +461,12 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 	newName := segment.FileName(hdr.Created, hdr.ID)
 	sw, err := w.Create(context.Background(), newName)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	out, err := segment.NewWriter(sw, hdr, nil)
 	if err != nil {
 		_ = sw.Abort()
-		return "", err
+		return "", 0, err
 	}
 	var copied, damaged int
 	var firstDamage error
@@ -383,7 +479,7 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 			var ce *segment.CorruptError
 			if !errors.As(err, &ce) {
 				_ = sw.Abort()
-				return "", err
+				return "", 0, err
 			}
 			damaged++
 			if firstDamage == nil {
@@ -393,26 +489,26 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 		}
 		if err := out.Copy(&rec, nil); err != nil {
 			_ = sw.Abort()
-			return "", err
+			return "", 0, err
 		}
 		copied++
 	}
 	if err := out.Close(); err != nil {
 		_ = sw.Abort()
-		return "", err
+		return "", 0, err
 	}
 	// The damaged original must leave the temporary name before the salvaged
 	// copy takes the final one, so a crash in between loses nothing.
-	reason := fmt.Sprintf("recover: %d damaged blocks (first: %v); %d intact records copied into %s", damaged, firstDamage, copied, newName)
+	reason := fmt.Sprintf("%s: %d damaged blocks (first: %v); %d intact records copied into %s", why, damaged, firstDamage, copied, newName)
 	if err := moveAside(dir, w.asideDir(), path, name, reason, w.perm()); err != nil {
 		_ = sw.Abort()
-		return "", err
+		return "", 0, err
 	}
 	if err := sw.Commit(context.Background()); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	w.logger().Warn("salvaged a damaged segment left open", slog.String("segment", name), slog.String("copy", newName), slog.Int("records", copied), slog.Int("damaged_blocks", damaged))
-	return newName, nil
+	w.logger().Warn("salvaged a damaged segment", slog.String("segment", name), slog.String("copy", newName), slog.Int("records", copied), slog.Int("damaged_blocks", damaged), slog.String("during", why))
+	return newName, uint64(copied), nil
 }
 
 func removeSynced(dir, path string) error {
