@@ -405,6 +405,12 @@ func (w *Writer) publishIntact(dir string, f *os.File, path, name string, size i
 		return "", 0, moveAside(dir, w.asideDir(), path, name, why+": "+err.Error(), w.perm())
 	}
 	if res.Damage != nil && intactAfter(f, size, res.End, name) {
+		if res.Header.Encrypted {
+			// Its records cannot be copied without its key: kept whole,
+			// every intact block with it, to be salvaged with the key.
+			log.Warn("damaged encrypted segment with intact blocks after the damage; moved to quarantine whole", slog.Any("damage", res.Damage))
+			return "", 0, moveAside(dir, w.asideDir(), path, name, why+": damaged, with intact blocks after the damage; encrypted, so kept whole: salvage it with its key (dlqdump verify --salvage DIR --identity FILE): "+res.Damage.Error(), w.perm())
+		}
 		return w.salvage(dir, f, path, name, size, res, why)
 	}
 	if len(res.Blocks) == 0 {
@@ -435,8 +441,12 @@ func intactAfter(f *os.File, size, end int64, name string) bool {
 	if err != nil || r.Seek(segment.Position{Offset: end}) != nil {
 		return false
 	}
+	next := r.NextBlock
+	if r.KeyError() != nil {
+		next = r.VerifyBlock // encrypted: checksums only, no key here
+	}
 	for {
-		_, err := r.NextBlock()
+		_, err := next()
 		if err == nil {
 			return true
 		}
