@@ -100,7 +100,8 @@ func (r *Restorer) readerOptions(name string) *segment.ReaderOptions {
 // successor (the progress's Successor), once the copy is published: every
 // record to restore is in the copy, which becomes claimable once this one is
 // gone. done is false when the copy is not there (the rewrap stopped before
-// publishing it): the segment is then restored as usual.
+// publishing it), or is not a copy of this segment (its record is not
+// pending on it): the segment is then restored as usual.
 func (g *segRun) handedOver() (done bool, err error) {
 	f, err := g.r.c.Reader.Open(g.ctx, sink.AreaReady, g.prog.Successor)
 	if errors.Is(err, sink.ErrNotFound) {
@@ -111,6 +112,15 @@ func (g *segRun) handedOver() (done bool, err error) {
 		return true, err
 	}
 	_ = f.Close()
+	rec, _, err := g.r.claimer.Inspect(g.ctx, g.prog.Successor)
+	if err != nil {
+		return true, err
+	}
+	if rec == nil || rec.State != claims.StatePending || rec.Parent != g.name {
+		g.r.log.Warn("a restore progress names a copy that is not this segment's; restoring it", slog.String("segment", g.name), slog.String("copy", g.prog.Successor))
+		g.prog.Successor = ""
+		return false, nil
+	}
 	if g.dry {
 		return true, nil
 	}

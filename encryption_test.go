@@ -401,3 +401,32 @@ func TestRewrapHandover(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessorNotACopy: a progress naming as its copy a segment that is
+// not pending on it (a damaged or hostile record) does not make the
+// Restorer drop the segment: it is restored, and so is the other one.
+func TestSuccessorNotACopy(t *testing.T) {
+	dir := t.TempDir()
+	dumpItems(t, dir, dlqdump.Config{}, []string{"first"})
+	dumpItems(t, dir, dlqdump.Config{}, []string{"second"})
+	rd := &fs.Reader{Directory: dir}
+	ready := areaNames(t, rd, sink.AreaReady)
+	ctx := context.Background()
+	cl, err := claims.NewClaimer(rd, "hostile", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cl.Claim(ctx, ready[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := claims.Progress{Successor: ready[1]}
+	if err := c.Save(ctx, p.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := restoreAll(t, encStore{name: "fs", reader: rd}, nil)
+	checkDelivered(t, got, map[string]int{"first": 1, "second": 1})
+}
