@@ -23,7 +23,9 @@ var ErrNoKey = segment.ErrNoKey
 // "Encryption at rest", for what is and is not encrypted.
 type Encryption struct {
 	// Recipients can read the segments the Queue writes: the data key of
-	// each segment is wrapped for every one of them. envelope.ParseRecipient
+	// each segment is wrapped for every one of them when the segment is
+	// started (a KMS recipient makes one call; while it fails, the Queue
+	// keeps the records in memory and retries, as for a sink failure). envelope.ParseRecipient
 	// reads age ("age1…") and SSH ("ssh-ed25519 …") public keys;
 	// awskms.KMS.Recipient wraps with an AWS KMS key. Required for a Queue
 	// (at most 32); a Restorer ignores it. Default none.
@@ -31,7 +33,10 @@ type Encryption struct {
 	// Identities unwrap the data keys of the encrypted segments a Restorer
 	// reads: age and SSH private keys (envelope.ReadIdentityFile),
 	// awskms.KMS.Identity. A segment none of them unwraps is left in place
-	// for another restorer (logged, counted as Fail("no_key")); its side
+	// for another restorer (logged, counted as Fail("no_key")) and not
+	// tried again by this Restorer (make a new one with the right
+	// identities); a key service that cannot be reached is tried again
+	// on the next pass. Its side
 	// segments are written encrypted under its own key, so a Restorer needs
 	// no recipients. A Queue ignores it. Default none.
 	Identities []envelope.Identity

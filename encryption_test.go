@@ -430,3 +430,39 @@ func TestSuccessorNotACopy(t *testing.T) {
 	got, _ := restoreAll(t, encStore{name: "fs", reader: rd}, nil)
 	checkDelivered(t, got, map[string]int{"first": 1, "second": 1})
 }
+
+// TestEncryptedKMSDownWhileDumping: while the KMS cannot wrap a new
+// segment's key, the Queue keeps the records and retries; once it can, they
+// are stored, encrypted, and restored once each.
+func TestEncryptedKMSDownWhileDumping(t *testing.T) {
+	srv := kmstest.NewServer("dlq")
+	defer srv.Close()
+	k := awskms.New(srv.Client())
+	dir := t.TempDir()
+	srv.SetDown(true)
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: dlqdump.Megabyte, FlushInterval: 10 * time.Millisecond,
+		Encryption: &dlqdump.Encryption{Recipients: []envelope.Recipient{&envelope.KMSRecipient{KMS: k, KeyID: kmstest.ARN("dlq"), Timeout: time.Second}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, good := encItems("down", 30)
+	for _, it := range items {
+		if err := q.Enqueue(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the Queue has tried to start a segment and failed.
+	for srv.Calls("Encrypt") < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(areaNames(t, &fs.Reader{Directory: dir}, sink.AreaReady)); n != 0 {
+		t.Fatalf("%d segments published while the KMS was down", n)
+	}
+	srv.SetDown(false)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := encStore{name: "fs", reader: &fs.Reader{Directory: dir}}
+	got, _ := restoreAll(t, st, &dlqdump.Encryption{Identities: []envelope.Identity{k.Identity(kmstest.ARN("dlq"))}})
+	checkDelivered(t, got, good)
+}
