@@ -26,6 +26,11 @@ import (
 //	index    = offset:u64 firstSeq:u64 count:u32 rawLen:u32 minTime:i64 maxTime:i64 (40 bytes)
 //	trailer  = footerSize:u32 endMagic[8]                                     (12 bytes)
 //
+// In version 1 the header's flags and the block's flags and reserved bytes
+// are zero; version 2 (encrypted, seal.go) sets flag bit 0 in both, puts a
+// key section between the header and the first block (headerSize counts
+// it) and keeps a block's nonce counter in its reserved bytes.
+//
 // The block CRC32C (Castagnoli) covers the stored bytes followed by the first 56
 // bytes of the block header (reserved bytes are zero), so a writer can compress and checksum a block before
 // it knows the block's place in the segment. Stored bytes are one zstd frame, one
