@@ -123,13 +123,3 @@ func moveAside(dir, sub, path, name, reason string, perm os.FileMode) error {
 	}
 	return syncDir(filepath.Dir(path))
 }
-
-// linkRename renames without replacing by linking the new name (which fails
-// when it exists) and removing the old one. A crash in between leaves both
-// names on one file; Recover and listing see the final name only once.
-func linkRename(oldpath, newpath string) error {
-	if err := os.Link(oldpath, newpath); err != nil {
-		return err
-	}
-	return os.Remove(oldpath)
-}
