@@ -242,8 +242,8 @@ func (a *App) totals() sceneTotals {
 	return t
 }
 
-// Close stops the scene (graceful, bounded by ctx), the background loop and
-// the sink.
+// Close stops the scene (graceful, bounded by ctx: the scene's Queue stores
+// everything and closes its Writer) and the background loop.
 func (a *App) Close(ctx context.Context) error {
 	var errs []error
 	if a.current() != nil {
@@ -255,11 +255,6 @@ func (a *App) Close(ctx context.Context) error {
 		close(a.quit)
 		<-a.loopDone
 	})
-	if a.sink.close != nil {
-		if err := a.sink.close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("sink: %w", err))
-		}
-	}
 	return errors.Join(errs...)
 }
 

@@ -103,7 +103,7 @@ func newScene(app *App, cfg SceneConfig) (*Scene, error) {
 		FlushInterval: cfg.Flush.D(),
 		MaxPending:    dlqdump.MemorySize(cfg.MaxPending),
 		Encoder:       codec,
-		Writer:        app.sink.writer,
+		Writer:        app.sink.newWriter(), // the Queue owns it: Close stores everything and closes it
 		Source:        "demo",
 		MetricsWriter: app.mw,
 		Logger:        app.logger,

@@ -21,12 +21,14 @@ import (
 
 // sink is where the dump's segments go and where the Restorer finds them.
 type sink struct {
-	desc   string // a path or an s3:// URL, for people
-	dir    string // the fs directory, "" for S3
-	temp   bool   // dir was made by the demo
-	writer dlqdump.Writer
-	reader dlqdump.Reader
-	close  func(ctx context.Context) error // waits for uploads (S3)
+	desc string // a path or an s3:// URL, for people
+	dir  string // the fs directory, "" for S3
+	temp bool   // dir was made by the demo
+	// newWriter returns a Writer for a scene's Queue: a new one each
+	// time, since the Queue owns its Writer and closes it (an s3.Writer
+	// closed by one scene's Queue takes no more segments).
+	newWriter func() dlqdump.Writer
+	reader    dlqdump.Reader
 }
 
 // newFSSink returns a local directory sink; dir "" makes a temporary one.
@@ -42,7 +44,8 @@ func newFSSink(dir string) (*sink, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	return &sink{desc: dir, dir: dir, temp: temp, writer: &fs.Writer{Directory: dir}, reader: &fs.Reader{Directory: dir}}, nil
+	return &sink{desc: dir, dir: dir, temp: temp, newWriter: func() dlqdump.Writer { return &fs.Writer{Directory: dir} },
+		reader: &fs.Reader{Directory: dir}}, nil
 }
 
 // s3Options are the -s3* flags.
@@ -99,16 +102,16 @@ func newS3Sink(ctx context.Context, o s3Options) (*sink, error) {
 		}
 		opts.UsePathStyle = o.PathStyle
 	})
-	w := &s3.Writer{Client: client, Bucket: bucket, Prefix: prefix, SpoolDir: o.SpoolDir}
 	desc := "s3://" + bucket + "/" + prefix
 	if o.Endpoint != "" {
 		desc += " at " + o.Endpoint
 	}
 	return &sink{
-		desc:   desc,
-		writer: w,
+		desc: desc,
+		newWriter: func() dlqdump.Writer {
+			return &s3.Writer{Client: client, Bucket: bucket, Prefix: prefix, SpoolDir: o.SpoolDir}
+		},
 		reader: &s3.Reader{Client: client, Bucket: bucket, Prefix: prefix},
-		close:  w.Close,
 	}, nil
 }
 

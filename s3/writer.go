@@ -341,6 +341,12 @@ func (w *Writer) Close(ctx context.Context) error {
 		ch := w.closeErr
 		w.mu.Unlock()
 		select {
+		case err := <-ch: // the first Close has returned: its answer, even if ctx is done
+			ch <- err
+			return err
+		default:
+		}
+		select {
 		case err := <-ch:
 			ch <- err
 			return err
