@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/dlqdump/dlqdump/internal/faults"
 	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
 )
 
@@ -35,13 +34,9 @@ func TestFaultsRestore(t *testing.T) {
 			return cmd
 		},
 	}
-	sel := restorefaults.Selection{
-		Modes:   []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter},
-		Spread:  2,
-		Cancels: 4,
-	}
+	sel := restorefaults.CI
 	if os.Getenv("DLQDUMP_RESTORE_FAULTS_FULL") != "" {
-		sel.Spread, sel.Cancels = 0, 1 // every point, every block boundary
+		sel = restorefaults.Every // every point, every block boundary
 	}
 	rep, err := h.Explore(t.Context(), sel, func(r *restorefaults.Result) {
 		if !r.Held() && !r.Unexplored() {

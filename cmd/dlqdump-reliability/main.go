@@ -1,8 +1,9 @@
 // Command dlqdump-reliability runs dlqdump through crashes, corruption, a full
-// disk, S3 faults and fuzzing, and prints what survived:
+// disk, S3 faults, the dump and restore fault enumerations, several
+// restorers sharing a store, and fuzzing, and prints what survived:
 //
-//	go run ./cmd/dlqdump-reliability [-rounds 30] [-fuzztime 30s] [-out docs/RELIABILITY.md]
-//	go run ./cmd/dlqdump-reliability -short        # the CI version
+//	go run ./cmd/dlqdump-reliability [-rounds 30] [-fuzztime 10m] [-out docs/RELIABILITY.md]
+//	go run ./cmd/dlqdump-reliability -short        # the CI version, a few minutes
 //
 // Every section counts what a user cares about: acknowledged records lost,
 // duplicates against the documented bound, panics, records recovered. The
@@ -14,7 +15,12 @@
 //
 // The dump fault enumeration (package internal/faults/dumpfaults, the code
 // TestFaultsDump runs on a sample) runs every fault point of every dump
-// scenario and writes its tables into a block of the report. With -only and
+// scenario and writes its tables into a block of the report; the restore
+// fault enumeration (internal/faults/restorefaults, TestFaultsRestore's)
+// every point and every block boundary. Four restorer processes with the
+// same Owner drain 10,000 segments from a directory and from versitygw
+// (internal/drainers, TestRestorersShareAStore's). Every Fuzz target runs
+// for -fuzztime (10 minutes) and reports its executions per second. With -only and
 // -out, the rows and blocks of the sections run replace theirs in the
 // existing file and the rest of it is kept:
 //
@@ -31,7 +37,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/internal/faults/dumpfaults"
+	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
 )
 
 type options struct {
@@ -68,11 +76,17 @@ func main() {
 	if dumpfaults.IsChild() {
 		os.Exit(dumpfaults.ChildMain())
 	}
+	if restorefaults.IsChild() {
+		os.Exit(restorefaults.ChildMain())
+	}
+	if drainers.IsChild() {
+		os.Exit(drainers.ChildMain())
+	}
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 30, "SIGKILL rounds in each crash loop")
-	flag.DurationVar(&o.fuzztime, "fuzztime", 30*time.Second, "time for each Fuzz target")
+	flag.DurationVar(&o.fuzztime, "fuzztime", 10*time.Minute, "time for each Fuzz target")
 	flag.StringVar(&o.out, "out", "", "write the report as Markdown to this file (e.g. docs/RELIABILITY.md)")
-	flag.BoolVar(&o.short, "short", false, "the CI version: fewer rounds, 5s of fuzzing per target")
+	flag.BoolVar(&o.short, "short", false, "the CI version, a few minutes: fewer rounds, the fault enumerations' CI samples, a few hundred segments for the restorers, 5s of fuzzing per target")
 	flag.StringVar(&o.only, "only", "", "run only the sections whose name contains this")
 	flag.BoolVar(&o.verbose, "v", false, "log the library's warnings to stderr")
 	flag.Parse()
@@ -91,6 +105,8 @@ func main() {
 		{"disk full", diskFull},
 		{"s3 faults", s3Faults},
 		{"dump fault enumeration", faultsDump},
+		{"restore fault enumeration", faultsRestore},
+		{"many restorers", manyRestorers},
 		{"fuzzing", fuzzing},
 	}
 	var all []result

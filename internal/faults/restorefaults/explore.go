@@ -27,6 +27,18 @@ type Selection struct {
 	Cancels int
 }
 
+// The selections TestFaultsRestore and cmd/dlqdump-reliability run.
+var (
+	// CI is the sample the tests run: for each operation its first, last
+	// and two more calls, each failing without effect, taking effect and
+	// reporting failure, and killing the process before and after it; and
+	// every fourth block boundary cancelled.
+	CI = Selection{Modes: []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter}, Spread: 2, Cancels: 4}
+	// Every is the full enumeration: every call of every operation in
+	// those four modes, and every block boundary cancelled.
+	Every = Selection{Modes: []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter}, Spread: 0, Cancels: 1}
+)
+
 // Report counts what Explore ran.
 type Report struct {
 	// Calls are the calls of each operation in the run without fault.

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
+)
+
+// restoreFaultsBlock names the block of docs/RELIABILITY.md the restore
+// fault enumeration writes.
+const restoreFaultsBlock = "restore-fault-enumeration"
+
+// faultsRestore runs the restore side's fault enumeration (package
+// restorefaults, the code TestFaultsRestore runs): every fault point and
+// every block boundary (restorefaults.Every), or CI's sample with -short.
+func faultsRestore(o *options) []result {
+	start := time.Now()
+	base, err := os.MkdirTemp("", "dlqdump-restorefaults-")
+	if err != nil {
+		return []result{{section: "restore faults", figures: err.Error(), bound: "run"}}
+	}
+	defer os.RemoveAll(base)
+	h := &restorefaults.Harness{
+		TempDir: func() (string, error) { return os.MkdirTemp(base, "run-") },
+		Child:   func() *exec.Cmd { return exec.Command(os.Args[0]) },
+	}
+	sel, which := restorefaults.Every, "every point and block boundary"
+	if o.short {
+		sel, which = restorefaults.CI, "CI's sample"
+	}
+	n := 0
+	rep, err := h.Explore(context.Background(), sel, func(r *restorefaults.Result) {
+		n++
+		switch {
+		case o.verbose || !r.Held() && !r.Unexplored():
+			fmt.Fprintf(os.Stderr, "   %s\n", r)
+		case n%50 == 0:
+			fmt.Fprintf(os.Stderr, "   restore faults: %d runs so far\n", n)
+		}
+	})
+	if err != nil {
+		return []result{{section: "restore faults", figures: "harness error: " + err.Error(), bound: "run"}}
+	}
+	res := result{section: "restore faults",
+		figures: fmt.Sprintf("%d runs (%s): %d held, %d failed, %d not reached (fewer calls); at most %d records delivered twice in a run",
+			rep.Runs, which, rep.Held, len(rep.Failed), rep.Unexplored, rep.MaxDuplicates),
+		bound: "every run held",
+		ok:    len(rep.Failed) == 0,
+	}
+	if len(rep.Failed) > 0 {
+		var what []string
+		for _, f := range rep.Failed[:min(3, len(rep.Failed))] {
+			what = append(what, f.String())
+		}
+		res.note = strings.Join(what, "; ")
+	}
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md, fmt.Sprintf("`go run ./cmd/dlqdump-reliability %s` on %s (%s, %d cores, %s) in %s",
+		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(start).Round(time.Second)))
+	o.blocks = append(o.blocks, block{name: restoreFaultsBlock, text: md.String()})
+	return []result{res}
+}

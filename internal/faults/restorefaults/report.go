@@ -1,0 +1,49 @@
+package restorefaults
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// WriteMarkdown writes the report as a section of docs/RELIABILITY.md:
+// produced says how and where it was made.
+func (r *Report) WriteMarkdown(w io.Writer, produced string) {
+	fmt.Fprintf(w, "## Restore-side fault enumeration\n\n")
+	fmt.Fprintf(w, "Produced by %s. The scenario (package internal/faults/restorefaults) restores three segments "+
+		"with a record that does not decode, one the destination always refuses, a filtered pass (reason=failed) "+
+		"that leaves a remainder, and the archive on. A run without fault counts the calls of every Reader and "+
+		"record operation (the least of three runs: the claim keeper's timer adds renewals on a slow machine); "+
+		"then each call fails without effect (fail), takes effect and reports failure (lost), or kills the process "+
+		"just before (crash) or after it (crash-after), and each block boundary is cancelled; restorers without "+
+		"faults then finish. Invariants: every record delivered or quarantined, at most one block delivered twice "+
+		"per interruption, the quarantine holds exactly the undeliverable records, nothing left in the store, the "+
+		"originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n", produced)
+	fmt.Fprintf(w, "**%d runs: %d held, %d failed, %d not reached** (a point is not reached when its run made fewer calls "+
+		"of the operation than the run without fault, the renewals depending on timing). At most %d records were "+
+		"delivered twice in one run.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates)
+	modes := make([]string, 0, len(r.ByMode))
+	for m := range r.ByMode {
+		modes = append(modes, m)
+	}
+	sort.Strings(modes)
+	fmt.Fprintln(w, "| mode | held | runs |")
+	fmt.Fprintln(w, "| --- | --- | --- |")
+	for _, m := range modes {
+		c := r.ByMode[m]
+		fmt.Fprintf(w, "| %s | %d | %d |\n", m, c[1], c[0])
+	}
+	fmt.Fprintln(w, "\nCalls of each operation in the run without fault (each is a fault point in every mode):")
+	fmt.Fprintln(w, "\n| operation | calls |")
+	fmt.Fprintln(w, "| --- | --- |")
+	for _, op := range r.Calls.Ops() {
+		fmt.Fprintf(w, "| %s | %d |\n", op, r.Calls[op])
+	}
+	if len(r.Failed) > 0 {
+		fmt.Fprintln(w, "\nRuns that failed:")
+		fmt.Fprintln(w)
+		for _, f := range r.Failed {
+			fmt.Fprintf(w, "- %s\n", f)
+		}
+	}
+}
