@@ -36,11 +36,16 @@ func TestReviewShutdownHonoursItsDeadline(t *testing.T) {
 	dir := t.TempDir()
 	dumpItems(t, dir, dlqdump.Config{Capacity: 16 * dlqdump.Megabyte}, itemsN("s", 10))
 	dst := &stuckDest{started: make(chan struct{}), release: make(chan struct{}), once: make(chan struct{}, 1)}
-	defer close(dst.release)
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, Decoder: decoder.Fallthrough{AsString: true}, Lease: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the directory is removed: the pass released, then stopped (it
+	// writes its claim record on its way out).
+	t.Cleanup(func() {
+		close(dst.release)
+		_ = r.Close()
+	})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}

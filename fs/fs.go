@@ -17,7 +17,7 @@
 //	DIR/*.dlq                     segments ready to restore
 //	DIR/.*.dlq.open               segments a Queue is writing (published by Recover if it dies)
 //	DIR/.*.dlq.part               segments a restorer or a copy is writing (removed if it dies)
-//	DIR/.claims/NAME.dlq.claim    the record of a segment: its restore claim and progress (JSON)
+//	DIR/.claims/NAME.dlq.claim    the record of a segment: its restore claim and progress (JSON, in one of two slots)
 //	DIR/quarantine/*.dlq          segments moved aside
 //	DIR/quarantine/*.dlq.reason   why, one text file per segment when known
 //	DIR/archive/*.dlq             restored segments, when archiving is on

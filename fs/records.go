@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	mrand "math/rand/v2"
 	"os"
@@ -18,13 +17,14 @@ import (
 )
 
 // Records are files in DIR/.claims, one per segment name (NAME.dlq.claim).
-// A record is replaced whole, through a temporary file renamed over it, so a
-// reader always sees a complete one; every compare-and-swap runs under an
-// exclusive flock on the .claims directory, held for one read and one small
-// write. The version of a record is a hash of its bytes. Records are not
-// synced: they survive the process being killed, not necessarily the machine
-// losing power (a record that goes back in time makes a restorer repeat
-// work, never skip it).
+// A record is created whole through a temporary file renamed into place and
+// replaced by one write into the slot of the file that does not hold it
+// (record_slots.go), so a reader always finds a complete one; every
+// compare-and-swap runs under an exclusive flock on the .claims directory,
+// held for one read and one small write. The version of a record is a hash
+// of its bytes. Records are not synced: they survive the process being
+// killed, not necessarily the machine losing power (a record that goes back
+// in time makes a restorer repeat work, never skip it).
 
 const recordSuffix = ".claim"
 
@@ -57,22 +57,21 @@ func recordVersion(b []byte) string {
 
 // readRecordFile reads a record; an empty or missing file is none.
 func readRecordFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	cur, _, err := readRecordRetrying(path)
+	return cur.data, err
+}
+
+// readRecordRetrying reads a record file, again when it finds no whole slot:
+// a reader not holding the lock may read both slots while they are written
+// one after the other.
+func readRecordRetrying(path string) (cur slot, slotted bool, err error) {
+	for range 3 {
+		cur, slotted, err = readRecordSlots(path)
+		if !errors.Is(err, errTornRecord) {
+			break
+		}
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, sink.MaxRecordSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > sink.MaxRecordSize {
-		return nil, fmt.Errorf("record %s is larger than %d bytes", path, sink.MaxRecordSize)
-	}
-	if len(b) == 0 {
-		return nil, os.ErrNotExist
-	}
-	return b, nil
+	return cur, slotted, err
 }
 
 // ReadRecord returns the record of name and its version.
@@ -85,6 +84,14 @@ func (r *Reader) ReadRecord(ctx context.Context, name string) ([]byte, string, e
 		return nil, "", err
 	}
 	b, err := readRecordFile(path)
+	if errors.Is(err, errRecordBusy) {
+		unlock, lerr := r.lockRecords(ctx)
+		if lerr != nil {
+			return nil, "", lerr
+		}
+		b, err = readRecordFile(path)
+		unlock()
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
 	}
@@ -109,11 +116,25 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 		return "", err
 	}
 	defer unlock()
-	if err := r.checkVersion(path, name, ifVersion); err != nil {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	switch {
+	case err == nil:
+		defer f.Close()
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
+	}
+	cur, slotted, err := r.checkVersion(f, path, name, ifVersion)
+	if err != nil {
 		return "", err
 	}
+	if f != nil && slotted {
+		if err := writeSlot(f, cur, data); err != nil {
+			return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
+		}
+		return recordVersion(data), nil
+	}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, data, r.perm()); err != nil {
+	if err := os.WriteFile(tmp, appendSlot(nil, 1, data), r.perm()); err != nil {
 		return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -123,23 +144,27 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 	return recordVersion(data), nil
 }
 
-// checkVersion checks, under the lock, that the record at path has version
-// ifVersion ("": none).
-func (r *Reader) checkVersion(path, name, ifVersion string) error {
-	cur, err := readRecordFile(path)
+// checkVersion checks, under the lock, that the record in f (the file at
+// path; nil: none) has version ifVersion ("": none).
+func (r *Reader) checkVersion(f *os.File, path, name, ifVersion string) (cur slot, slotted bool, err error) {
+	err = os.ErrNotExist
+	if f != nil {
+		cur, slotted, err = readSlots(f, path, true)
+	}
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if ifVersion != "" {
-			return fmt.Errorf("%w: record of %s: it is gone", sink.ErrConflict, name)
+			return cur, slotted, fmt.Errorf("%w: record of %s: it is gone", sink.ErrConflict, name)
 		}
+		return cur, slotted, nil
 	case err != nil:
-		return fmt.Errorf("dlqdump: fs: read record: %w", err)
+		return cur, slotted, fmt.Errorf("dlqdump: fs: read record: %w", err)
 	case ifVersion == "":
-		return fmt.Errorf("%w: record of %s: it exists", sink.ErrConflict, name)
-	case recordVersion(cur) != ifVersion:
-		return fmt.Errorf("%w: record of %s", sink.ErrConflict, name)
+		return cur, slotted, fmt.Errorf("%w: record of %s: it exists", sink.ErrConflict, name)
+	case recordVersion(cur.data) != ifVersion:
+		return cur, slotted, fmt.Errorf("%w: record of %s", sink.ErrConflict, name)
 	}
-	return nil
+	return cur, slotted, nil
 }
 
 // DeleteRecord removes the record of name if its version is ifVersion.
@@ -156,13 +181,21 @@ func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error
 		return err
 	}
 	defer unlock()
-	if _, err := readRecordFile(path); errors.Is(err, os.ErrNotExist) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
+	}
+	if err != nil {
+		return fmt.Errorf("dlqdump: fs: read record: %w", err)
+	}
+	defer f.Close()
+	if _, _, err := readSlots(f, path, true); errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
 	}
 	if ifVersion == "" {
 		return fmt.Errorf("%w: record of %s: no version given", sink.ErrConflict, name)
 	}
-	if err := r.checkVersion(path, name, ifVersion); err != nil {
+	if _, _, err := r.checkVersion(f, path, name, ifVersion); err != nil {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -141,20 +142,22 @@ func TestRecordsReplacedWhole(t *testing.T) {
 	}
 }
 
-// A record is the file DIR/.claims/NAME.claim holding its bytes. An empty
-// file, or a temporary one left by a crash, is no record.
+// A record is the file DIR/.claims/NAME.claim holding it in one of two
+// slots. An empty file, or a temporary one left by a crash, is no record; a
+// file holding the record itself (as an older version wrote it) is read, and
+// replaced whole by the first write.
 func TestRecordFiles(t *testing.T) {
 	dir := t.TempDir()
 	rd := &fs.Reader{Directory: dir}
 	ctx := t.Context()
-	name, other := newName(), newName()
+	name, other, legacy := newName(), newName(), newName()
 	v, err := rd.WriteRecord(ctx, name, []byte(`{"v":2}`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
-	if b, err := os.ReadFile(path); err != nil || string(b) != `{"v":2}` {
-		t.Fatalf("record file holds %q (%v)", b, err)
+	if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte("DLQR")) || !bytes.HasSuffix(b, []byte(`{"v":2}`)) {
+		t.Fatalf("record file holds %q (%v), want slot 0 holding the record", b, err)
 	}
 	// A temporary file left by a crashed write.
 	if err := os.WriteFile(filepath.Join(dir, fs.ClaimsDir, "."+other+".claim.tmp"), []byte("half"), 0o640); err != nil {
@@ -175,13 +178,102 @@ func TestRecordFiles(t *testing.T) {
 	if b, v, err := rd.ReadRecord(ctx, other); err != nil || string(b) != "new" || v != vo {
 		t.Fatalf("ReadRecord = %q, %q, %v; want new at %q", b, v, err, vo)
 	}
-	if _, err := rd.WriteRecord(ctx, name, []byte(`{"v":3}`), v); err != nil {
+	v, err = rd.WriteRecord(ctx, name, []byte(`{"v":3}`), v)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(path); err != nil || string(b) != `{"v":3}` {
-		t.Fatalf("record file holds %q (%v) after a write", b, err)
+	if b, got, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":3}` || got != v {
+		t.Fatalf("ReadRecord after a write = %q, %q, %v", b, got, err)
+	}
+	// A record file written whole by an older version.
+	lpath := filepath.Join(dir, fs.ClaimsDir, legacy+".claim")
+	if err := os.WriteFile(lpath, []byte(`{"old":1}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	b, lv, err := rd.ReadRecord(ctx, legacy)
+	if err != nil || string(b) != `{"old":1}` {
+		t.Fatalf("ReadRecord of a record written whole = %q, %v", b, err)
+	}
+	if _, err := rd.WriteRecord(ctx, legacy, []byte(`{"new":2}`), lv); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, legacy); err != nil || string(b) != `{"new":2}` {
+		t.Fatalf("ReadRecord after replacing a record written whole = %q, %v", b, err)
 	}
 	if left := hidden(t, filepath.Join(dir, fs.ClaimsDir)); len(left) != 0 {
 		t.Fatalf("temporary files left among the records: %q", left)
+	}
+}
+
+// A write torn by a crash (or a full disk) damages only the slot it wrote:
+// the record is the one before it, and the next write succeeds on it.
+func TestRecordTornWriteKeepsPrevious(t *testing.T) {
+	dir := t.TempDir()
+	rd := &fs.Reader{Directory: dir}
+	ctx := t.Context()
+	name := newName()
+	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
+	v := ""
+	for i := 1; i <= 3; i++ { // slot 0, slot 1, slot 0
+		var err error
+		if v, err = rd.WriteRecord(ctx, name, []byte(fmt.Sprintf(`{"v":%d}`, i)), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tear slot 0 (v3): its data half written.
+	if _, err := f.WriteAt([]byte("XX"), 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b, v2, err := rd.ReadRecord(ctx, name)
+	if err != nil || string(b) != `{"v":2}` {
+		t.Fatalf("ReadRecord with the newest slot torn = %q, %v; want the record before it", b, err)
+	}
+	if _, err := rd.WriteRecord(ctx, name, []byte(`{"v":3}`), v); !errors.Is(err, sink.ErrConflict) {
+		t.Fatalf("WriteRecord at the torn version = %v, want ErrConflict", err)
+	}
+	if _, err := rd.WriteRecord(ctx, name, []byte(`{"v":4}`), v2); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":4}` {
+		t.Fatalf("ReadRecord after writing over a torn slot = %q, %v", b, err)
+	}
+	// Slot 1 cut short (a write that extended the file, torn): slot 0 holds v4.
+	st, _ := os.Stat(path)
+	if err := os.Truncate(path, st.Size()-3); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":4}` {
+		t.Fatalf("ReadRecord with slot 1 cut short = %q, %v", b, err)
+	}
+	// Both slots damaged: an error naming the file, never a record.
+	if err := os.WriteFile(path, append(bytes.Repeat([]byte{0}, 70000), "DLQRjunk"...), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("ReadRecord of a damaged record file = %q, %v; want an error naming it", b, err)
+	}
+}
+
+// BenchmarkWriteRecord replaces a claim record of a few hundred bytes, as a
+// restore's checkpoint after every block does.
+func BenchmarkWriteRecord(b *testing.B) {
+	rd := &fs.Reader{Directory: b.TempDir()}
+	ctx := b.Context()
+	name := newName()
+	data := bytes.Repeat([]byte("p"), 400)
+	v, err := rd.WriteRecord(ctx, name, data, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		data[0] = byte(i)
+		if v, err = rd.WriteRecord(ctx, name, data, v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
