@@ -32,6 +32,9 @@ type options struct {
 	capacity dlqdump.MemorySize
 	latency  time.Duration
 	poolSize int
+	rounds   int
+	live     bool
+	cpuprof  string
 }
 
 func main() {
@@ -50,6 +53,9 @@ func main() {
 	fl.StringVar(&capacity, "capacity", "16MiB", "segment Capacity")
 	fl.DurationVar(&o.latency, "latency-duration", 3*time.Second, "how long to measure Enqueue latency at each load")
 	fl.IntVar(&o.poolSize, "pool", 65536, "distinct records generated and cycled through")
+	fl.IntVar(&o.rounds, "rounds", 3, "restore rounds, each beside the ceiling; the best ratio is reported")
+	fl.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the restore rounds to this file")
+	fl.BoolVar(&o.live, "live", true, "keep the records alive in the heap while restoring, as a service keeps its data")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {

