@@ -78,8 +78,13 @@ func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	raw := b.raw
 	buf := dst.buf[:0]
 	// Dead letters usually compress 3-6x; a block that does not grows the
-	// buffer once, and Encode reuses it afterwards.
-	if want := BlockHeaderSize + len(raw)/2 + 64; cap(buf) < want {
+	// buffer once, and Encode reuses it afterwards. Stored raw, the block
+	// needs its whole size: allocated once, not grown from half of it.
+	want := BlockHeaderSize + len(raw)/2 + 64
+	if c.codec == CodecNone {
+		want = BlockHeaderSize + len(raw)
+	}
+	if cap(buf) < want {
 		buf = make([]byte, 0, want)
 	}
 	buf = buf[:BlockHeaderSize]
