@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 
 	"github.com/dlqdump/dlqdump/sink"
@@ -13,25 +14,36 @@ import (
 
 // A record file holds the record in one of two slots, so that replacing a
 // record is one write into the file in place (a checkpoint per block of a
-// restore: a new file and a rename per write cost ~10x more on ext4):
+// restore: a new file and a rename per write cost ~6x more on ext4):
 //
-//	slot 0 at offset 0, slot 1 at offset slotStride (the file is sparse)
+//	slot 0 at offset 0, slot 1 at offset 16 KiB (slotStride)
 //	slot: "DLQR" | seq uint64 | len uint32 | crc32c uint32 | data[len]
 //
 // The CRC32C covers seq, len and the data. The record is the valid slot with
 // the higher seq; a write goes to the other slot, so a write torn by a crash
 // or a full disk leaves the previous record whole (a record may go back one
 // version, which makes a restorer repeat work, never skip it). A record is
-// created whole in slot 0 through a temporary file and a rename. A file not
-// starting with the magic and no longer than MaxRecordSize holds the record
-// itself (written by an older version).
+// created, and replaced when it or the one it replaces is larger than a
+// slot (slotMax) or the file cannot be opened for writing, whole in slot 0
+// through a temporary file and a rename; slot 1 is then not read, as slot 0
+// covers it. A file with no whole slot is read under the lock as the record
+// itself: written whole by an older version, or damaged (its bytes, which
+// the claim protocol finds damaged and takes over, rewriting it whole).
+//
+// Older versions read a record file whose record fits its slots as a damaged
+// record (it starts with the magic): they take its claim over after a lease
+// and restore its segment from the start. Stop every restorer before going
+// back to one.
 
 const (
 	slotMagic      = "DLQR"
 	slotHeaderSize = 20
-	// slotStride is where slot 1 starts: room for the largest record.
-	slotStride = (slotHeaderSize + sink.MaxRecordSize + 4095) &^ 4095
-	// slotPeek is what a read takes of each slot first: the whole of any
+	// slotStride is where slot 1 starts. Part of the format: never
+	// derived from a constant that may change.
+	slotStride = 16 << 10
+	// slotMax is the largest record written in place.
+	slotMax = slotStride - slotHeaderSize
+	// slotPeek is what a read takes of each slot first: the whole of a
 	// record of a few KiB.
 	slotPeek = 8 << 10
 )
@@ -101,10 +113,10 @@ func readSlot(f *os.File, index int, buf []byte) (s slot, ok bool, err error) {
 	return slot{index: index, seq: binary.LittleEndian.Uint64(b[4:]), data: data}, true, nil
 }
 
-// readRecordSlots reads the record of the file at path: the newest whole
-// slot, and whether the file has slots at all (false: it holds the record
-// itself, written whole by an older version). A missing or empty file is
-// os.ErrNotExist; a file with slots none of which is whole, errTornRecord.
+// readRecordSlots reads the record of the file at path without the lock:
+// the newest whole slot, and whether the file has slots. A missing or empty
+// file is os.ErrNotExist; a file with no whole slot, errTornRecord (read it
+// under the lock).
 func readRecordSlots(path string) (cur slot, slotted bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -116,63 +128,67 @@ func readRecordSlots(path string) (cur slot, slotted bool, err error) {
 
 // readSlots reads the record of f, the file at path, as readRecordSlots
 // does; locked tells that the caller holds the lock on the records, so that
-// no write can happen while it reads.
+// no write happens while it reads: a file with no whole slot is then the
+// record itself (slotted false), its first MaxRecordSize bytes.
 func readSlots(f *os.File, path string, locked bool) (cur slot, slotted bool, err error) {
 	buf := make([]byte, slotPeek)
-	n, err := f.ReadAt(buf, 0)
+	// Read both slots, then (without the lock) their headers again: a
+	// write that completed in between changed a header, and the slots are
+	// read again, so that a reader never returns a record older than one
+	// it could have seen before (slot 0 read, then two writes, then slot 1
+	// torn).
+	for attempt := 0; ; attempt++ {
+		var heads [2][slotHeaderSize]byte
+		var got [2]slot
+		var ok [2]bool
+		for i := range 2 {
+			if !locked {
+				if _, err := f.ReadAt(heads[i][:], int64(i)*slotStride); err != nil && !errors.Is(err, io.EOF) {
+					return slot{}, false, err
+				}
+			}
+			if got[i], ok[i], err = readSlot(f, i, buf); err != nil {
+				return slot{}, false, err
+			}
+		}
+		if ok[0] && len(got[0].data) > slotMax {
+			ok[1] = false // slot 0 covers slot 1's place
+		}
+		if !locked && changed(f, &heads) {
+			if attempt == 9 {
+				return slot{}, false, errRecordBusy
+			}
+			continue
+		}
+		switch {
+		case ok[0] && ok[1]:
+			if got[1].seq > got[0].seq {
+				return got[1], true, nil
+			}
+			return got[0], true, nil
+		case ok[0]:
+			return got[0], true, nil
+		case ok[1]:
+			return got[1], true, nil
+		case !locked:
+			return slot{}, false, fmt.Errorf("record %s: %w", path, errTornRecord)
+		}
+		return readWhole(f)
+	}
+}
+
+// readWhole returns the first MaxRecordSize bytes of f as its record; an
+// empty file is os.ErrNotExist.
+func readWhole(f *os.File) (slot, bool, error) {
+	b := make([]byte, sink.MaxRecordSize)
+	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return slot{}, false, err
 	}
 	if n == 0 {
 		return slot{}, false, os.ErrNotExist
 	}
-	if n < len(slotMagic) || string(buf[:len(slotMagic)]) != slotMagic {
-		st, err := f.Stat()
-		if err != nil {
-			return slot{}, false, err
-		}
-		if st.Size() <= sink.MaxRecordSize {
-			b := make([]byte, st.Size())
-			if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-				return slot{}, false, err
-			}
-			return slot{data: b}, false, nil
-		}
-		// Slot 0 torn: slot 1 may hold the record.
-	}
-	// Read both slots, then their headers again: a write that completed in
-	// between changed a header, and the slots are read again, so that a
-	// reader never returns a record older than one it could have seen
-	// before (slot 0 read, then two writes, then slot 1 torn).
-	for attempt := 0; ; attempt++ {
-		var best slot
-		found := false
-		var heads [2][slotHeaderSize]byte
-		for i := range 2 {
-			if !locked {
-				if _, err := f.ReadAt(heads[i][:], int64(i)*slotStride); err != nil && !errors.Is(err, io.EOF) {
-					return slot{}, true, err
-				}
-			}
-			s, ok, err := readSlot(f, i, buf)
-			if err != nil {
-				return slot{}, true, err
-			}
-			if ok && (!found || s.seq > best.seq) {
-				best, found = s, true
-			}
-		}
-		if !locked && changed(f, &heads) {
-			if attempt == 9 {
-				return slot{}, true, errRecordBusy
-			}
-			continue
-		}
-		if !found {
-			return slot{}, true, fmt.Errorf("record %s: %w", path, errTornRecord)
-		}
-		return best, true, nil
-	}
+	return slot{data: b[:n:n]}, false, nil
 }
 
 // changed tells whether a slot header of f is no longer what heads holds.
@@ -188,6 +204,12 @@ func changed(f *os.File, heads *[2][slotHeaderSize]byte) bool {
 		}
 	}
 	return false
+}
+
+// inPlace tells whether data can replace cur by a write into the other
+// slot: both fit a slot, and the sequence number has not reached its end.
+func inPlace(cur slot, data []byte) bool {
+	return len(data) <= slotMax && len(cur.data) <= slotMax && cur.seq < math.MaxUint64
 }
 
 // writeSlot writes data into the slot of f that does not hold cur, with the

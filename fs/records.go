@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqdump/dlqdump/sink"
@@ -55,23 +56,35 @@ func recordVersion(b []byte) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// readRecordFile reads a record; an empty or missing file is none.
+// readRecordFile reads a record without the lock; an empty or missing file
+// is none. It fails with errTornRecord or errRecordBusy when the record must
+// be read under the lock.
 func readRecordFile(path string) ([]byte, error) {
-	cur, _, err := readRecordRetrying(path)
-	return cur.data, err
-}
-
-// readRecordRetrying reads a record file, again when it finds no whole slot:
-// a reader not holding the lock may read both slots while they are written
-// one after the other.
-func readRecordRetrying(path string) (cur slot, slotted bool, err error) {
-	for range 3 {
-		cur, slotted, err = readRecordSlots(path)
+	var cur slot
+	var err error
+	for range 3 { // a file with no whole slot: perhaps two writes during the read
+		cur, _, err = readRecordSlots(path)
 		if !errors.Is(err, errTornRecord) {
 			break
 		}
 	}
-	return cur, slotted, err
+	return cur.data, err
+}
+
+// readRecordLocked reads a record under the lock.
+func (r *Reader) readRecordLocked(ctx context.Context, path string) ([]byte, error) {
+	unlock, err := r.lockRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cur, _, err := readSlots(f, path, true)
+	return cur.data, err
 }
 
 // ReadRecord returns the record of name and its version.
@@ -84,13 +97,8 @@ func (r *Reader) ReadRecord(ctx context.Context, name string) ([]byte, string, e
 		return nil, "", err
 	}
 	b, err := readRecordFile(path)
-	if errors.Is(err, errRecordBusy) {
-		unlock, lerr := r.lockRecords(ctx)
-		if lerr != nil {
-			return nil, "", lerr
-		}
-		b, err = readRecordFile(path)
-		unlock()
+	if errors.Is(err, errRecordBusy) || errors.Is(err, errTornRecord) {
+		b, err = r.readRecordLocked(ctx, path)
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
@@ -116,18 +124,27 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 		return "", err
 	}
 	defer unlock()
+	// In place when the file can be written; else replaced whole, which
+	// only needs the directory to be writable.
+	writable := true
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrPermission) {
+		writable = false
+		f, err = os.Open(path)
+	}
 	switch {
 	case err == nil:
 		defer f.Close()
-	case !errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist):
+		f = nil
+	default:
 		return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
 	}
 	cur, slotted, err := r.checkVersion(f, path, name, ifVersion)
 	if err != nil {
 		return "", err
 	}
-	if f != nil && slotted {
+	if f != nil && writable && slotted && inPlace(cur, data) {
 		if err := writeSlot(f, cur, data); err != nil {
 			return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
 		}
@@ -238,8 +255,10 @@ func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 // errLockBusy means the records stayed locked for lockWait.
 var errLockBusy = errors.New("dlqdump: fs: the claim records stayed locked by another process")
 
-// lockRecords takes the exclusive lock on the records directory, trying every
-// millisecond or two for at most lockWait or until ctx is done.
+// lockRecords takes the exclusive lock on the records directory: first the
+// process's own for that directory, which its goroutines queue for in order,
+// then the flock other processes take, tried every millisecond or two; for
+// at most lockWait in all, or until ctx is done.
 func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 	dir, err := r.recordsDir()
 	if err != nil {
@@ -248,11 +267,26 @@ func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("dlqdump: fs: %w", err)
 	}
+	deadline := time.NewTimer(lockWait)
+	defer deadline.Stop()
+	local := processLock(dir)
+	select {
+	case local <- struct{}{}:
+	case <-deadline.C:
+		return nil, fmt.Errorf("%w: %s", errLockBusy, dir)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	d, err := os.Open(dir)
 	if err != nil {
+		<-local
 		return nil, fmt.Errorf("dlqdump: fs: %w", err)
 	}
-	deadline := time.Now().Add(lockWait)
+	fail := func(err error) (func(), error) {
+		_ = d.Close()
+		<-local
+		return nil, err
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -262,15 +296,13 @@ func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 	for {
 		ok, err := tryLock(d)
 		if err != nil {
-			_ = d.Close()
-			return nil, fmt.Errorf("dlqdump: fs: lock %s: %w", dir, err)
+			return fail(fmt.Errorf("dlqdump: fs: lock %s: %w", dir, err))
 		}
 		if ok {
-			return func() { _ = d.Close() }, nil
-		}
-		if !time.Now().Before(deadline) {
-			_ = d.Close()
-			return nil, fmt.Errorf("%w: %s", errLockBusy, dir)
+			return func() {
+				_ = d.Close()
+				<-local
+			}, nil
 		}
 		wait := time.Millisecond + mrand.N(time.Millisecond)
 		if timer == nil {
@@ -280,9 +312,22 @@ func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 		}
 		select {
 		case <-timer.C:
+		case <-deadline.C:
+			return fail(fmt.Errorf("%w: %s", errLockBusy, dir))
 		case <-ctx.Done():
-			_ = d.Close()
-			return nil, ctx.Err()
+			return fail(ctx.Err())
 		}
 	}
+}
+
+// processLocks holds, for each records directory this process uses, a
+// semaphore its goroutines take before the directory's flock.
+var processLocks sync.Map // string -> chan struct{}
+
+func processLock(dir string) chan struct{} {
+	if l, ok := processLocks.Load(dir); ok {
+		return l.(chan struct{})
+	}
+	l, _ := processLocks.LoadOrStore(dir, make(chan struct{}, 1))
+	return l.(chan struct{})
 }

@@ -2,15 +2,18 @@ package fs_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -250,12 +253,75 @@ func TestRecordTornWriteKeepsPrevious(t *testing.T) {
 	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":4}` {
 		t.Fatalf("ReadRecord with slot 1 cut short = %q, %v", b, err)
 	}
-	// Both slots damaged: an error naming the file, never a record.
-	if err := os.WriteFile(path, append(bytes.Repeat([]byte{0}, 70000), "DLQRjunk"...), 0o640); err != nil {
+	// Both slots damaged: the file's bytes are the record, which the claim
+	// protocol finds damaged and takes over; a write at their version
+	// replaces the file whole.
+	junk := append(bytes.Repeat([]byte{0}, 70000), "DLQRjunk"...)
+	if err := os.WriteFile(path, junk, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if b, _, err := rd.ReadRecord(ctx, name); err == nil || !strings.Contains(err.Error(), name) {
-		t.Fatalf("ReadRecord of a damaged record file = %q, %v; want an error naming it", b, err)
+	b, vj, err := rd.ReadRecord(ctx, name)
+	if err != nil || !bytes.Equal(b, junk[:sink.MaxRecordSize]) {
+		t.Fatalf("ReadRecord of a damaged record file = %d bytes, %v; want its first %d bytes", len(b), err, sink.MaxRecordSize)
+	}
+	if _, err := rd.WriteRecord(ctx, name, []byte(`{"v":5}`), vj); err != nil {
+		t.Fatalf("WriteRecord over a damaged record: %v", err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":5}` {
+		t.Fatalf("ReadRecord after replacing a damaged record = %q, %v", b, err)
+	}
+}
+
+// Records larger than a slot are replaced whole (slot 1's place is inside
+// them), and so is every record once its sequence number reached its end; a
+// record written whole by an older version that starts with the slot magic
+// is still its bytes.
+func TestRecordSlotEdges(t *testing.T) {
+	dir := t.TempDir()
+	rd := &fs.Reader{Directory: dir}
+	ctx := t.Context()
+	name := newName()
+	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
+	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, 40<<10) }
+	v, err := rd.WriteRecord(ctx, name, []byte("small"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range [][]byte{big('a'), []byte("small again"), big('b'), big('c'), []byte("last")} {
+		if v, err = rd.WriteRecord(ctx, name, data, v); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if b, got, err := rd.ReadRecord(ctx, name); err != nil || !bytes.Equal(b, data) || got != v {
+			t.Fatalf("write %d: ReadRecord = %d bytes (%q...), %v", i, len(b), b[:min(len(b), 8)], err)
+		}
+	}
+	// A sequence number at its end: the next write replaces the file.
+	end := append([]byte("DLQR"), bytes.Repeat([]byte{0xff}, 8)...)
+	end = append(end, 4, 0, 0, 0)
+	crc := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), end[4:16])
+	crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), []byte("wrap"))
+	end = binary.LittleEndian.AppendUint32(end, crc)
+	end = append(end, "wrap"...)
+	if err := os.WriteFile(path, end, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	b, vw, err := rd.ReadRecord(ctx, name)
+	if err != nil || string(b) != "wrap" {
+		t.Fatalf("ReadRecord of a slot at the last sequence number = %q, %v", b, err)
+	}
+	if _, err := rd.WriteRecord(ctx, name, []byte("after"), vw); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != "after" {
+		t.Fatalf("ReadRecord after the last sequence number = %q, %v", b, err)
+	}
+	// An older version's record that happens to start with the magic.
+	legacy := []byte("DLQR is how this record starts")
+	if err := os.WriteFile(path, legacy, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := rd.ReadRecord(ctx, name); err != nil || !bytes.Equal(b, legacy) {
+		t.Fatalf("ReadRecord of an old record starting with the magic = %q, %v", b, err)
 	}
 }
 
@@ -275,5 +341,51 @@ func BenchmarkWriteRecord(b *testing.B) {
 		if v, err = rd.WriteRecord(ctx, name, data, v); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A record file with no whole slot (zeroed by a power cut, bit rot) is a
+// damaged record: a restorer takes it over after the lease, as it does any
+// record it cannot parse, and replaces it. (It failed every claim forever
+// while such a file was an error.)
+func TestDamagedRecordFileIsTakenOver(t *testing.T) {
+	dir := t.TempDir()
+	rd := &fs.Reader{Directory: dir}
+	ctx := t.Context()
+	name := newName()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	v := ""
+	for i := range 2 { // slot 0, slot 1
+		var err error
+		if v, err = rd.WriteRecord(ctx, name, []byte(fmt.Sprintf(`{"rev":%d}`, i)), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, make([]byte, st.Size()), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c, err := claims.NewClaimer(rd, "b", 30*time.Second, &claims.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Claim(ctx, name)
+	if err == nil {
+		t.Fatal("a damaged record was claimed before its lease ran out")
+	}
+	now = now.Add(time.Hour)
+	cl, err := c.Claim(ctx, name)
+	if err != nil {
+		t.Fatalf("Claim of a damaged record after its lease: %v", err)
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
