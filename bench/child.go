@@ -34,6 +34,7 @@ type spec struct {
 	Prefix    string         `json:"prefix,omitempty"`
 	Segments  int            `json:"segments,omitempty"` // scale-segments: segments in the directory
 	Repeat    int            `json:"repeat,omitempty"`
+	Live      bool           `json:"live,omitempty"` // keep N items alive in the heap, as a service keeps its data
 }
 
 // result is what a child reports.
@@ -124,6 +125,11 @@ func child(s *spec) (*result, error) {
 			return nil, err
 		}
 	}
+	var live [][]byte
+	if s.Live && ds != nil {
+		live = liveHeap(ds, s.N)
+	}
+	defer runtime.KeepAlive(live)
 	switch s.Mode {
 	case "dump":
 		return childDump(s, ds)
@@ -191,4 +197,20 @@ func procStatus(key string) int64 {
 		}
 	}
 	return -1
+}
+
+// liveHeap returns n items of ds, each in memory of its own: the data a
+// service keeps alive while it dumps and restores, which the garbage
+// collector marks in every cycle. Every system measured carries the same.
+func liveHeap(ds *dataSet, n int) [][]byte {
+	live := make([][]byte, n)
+	var scratch []byte
+	for i := range live {
+		b, err := ds.bytes(i, &scratch)
+		if err != nil {
+			fatal(err)
+		}
+		live[i] = append([]byte(nil), b...)
+	}
+	return live
 }

@@ -47,6 +47,7 @@ type options struct {
 	runs         int
 	capacity     dlqdump.MemorySize
 	scale        bool
+	live         bool
 	scaleMax     int
 	segMax       int
 	dir          string
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.producers, "producers", 0, "producers in the buffered runs (default GOMAXPROCS)")
 	flag.IntVar(&o.runs, "runs", 3, "rounds of the throughput measurements; the best of each system is kept")
 	flag.StringVar(&capacity, "capacity", "16MiB", "dlqdump segment Capacity, and go-diskqueue maxBytesPerFile")
+	flag.BoolVar(&o.live, "live", true, "keep the data set's items alive in the heap of every dump and restore measurement, as a service keeps its data")
 	flag.BoolVar(&o.scale, "scale", true, "measure the scaling curves (items, segments in a directory)")
 	flag.IntVar(&o.scaleMax, "scale-max", 10_000_000, "largest item count of the items curve (powers of 10 from 10^4)")
 	flag.IntVar(&o.segMax, "scale-segments-max", 100_000, "largest segment count of the segments curve (powers of 10 from 10)")
@@ -251,7 +253,7 @@ func run(o *options) error {
 		mk := func(mode, sys string) *spec {
 			return &spec{Mode: mode, System: sys, DataSet: name, N: n, Producers: o.producers,
 				Dir: filepath.Join(base, name, sys), Capacity: int64(o.capacity), S3: s3e,
-				Prefix: fmt.Sprintf("%s/%s/", runID, name)}
+				Prefix: fmt.Sprintf("%s/%s/", runID, name), Live: o.live && (mode == "dump" || mode == "restore")}
 		}
 		logf("%s: %d items of %d B on average", name, n, ds.mean)
 
@@ -445,9 +447,17 @@ func configNotes(o *options) []string {
 		fmt.Sprintf("dlqdump Queue: Capacity %s, BlockSize 256 KiB, zstd default level, MaxPending 64 MiB, Compressors = GOMAXPROCS; buffered runs use %d producer goroutines, Durable runs %d (their fdatasyncs are shared: group commit).", o.capacity, o.producers, o.durProducers),
 		fmt.Sprintf("go-diskqueue v1.1.0: maxBytesPerFile %s, maxMsgSize 64 MiB. Buffered: SyncEvery 2^40 with syncTimeout 2s, so it fsyncs every 2 s, at each new file and on Close (NSQ's default is SyncEvery 2500). \"SyncEvery 1\": it fsyncs the data file and rewrites and fsyncs its metadata file after every message, but Put returns before that sync (the next Put waits for it), and there is no group commit, so its %d producers queue behind one another.", o.capacity, o.durProducers),
 		"zstd ceiling: klauspost/compress zstd EncodeAll at the default level with the segment writer's options (window 1 MiB, no CRC, lower memory), one goroutine, on the same items concatenated into 256 KiB blocks (protobuf items pre-marshalled); DecodeAll of up to 256 of those blocks, cycled to the same byte count.",
-		"Restore: dlqdump's Restorer (decoder.Fallthrough: each record copied into a new []byte) into a destination whose Enqueue only counts; the S3 Restorer checkpoints at most once a second (CheckpointInterval 1s, as its documentation advises for S3). go-diskqueue: the queue reopened and ReadChan drained (each message a new []byte).",
+		"Restore: dlqdump's Restorer (decoder.Fallthrough: each item shares the memory of its block, decoded into new memory per block; checkpoint after every block on fs) into a destination whose Enqueue only counts; the S3 Restorer checkpoints at most once a second (CheckpointInterval 1s, as its documentation advises for S3). go-diskqueue: the queue reopened and ReadChan drained (each message a new []byte).",
 		fmt.Sprintf("Throughput: best of %d rounds, each round running every system once (so a burst of load from other jobs hits them alike). Dump rates include Close: the last segment sealed, synced and published (for S3, every upload done). Durable runs last %s, then everything is closed.", o.runs, o.window),
 		fmt.Sprintf("Latency: each Enqueue (go-diskqueue: Put) timed on its own while producers offer items on a fixed schedule (open loop) at 25%%, 50%% and 90%% of that system's sustained rate (the median of its dump rounds), with as many producers as its dump had (%d buffered, %d durable), each offering an equal share; a fresh queue for every load; percentiles over every call in %s per load (durable: at least half the durable window).", o.producers, o.durProducers, o.latDur),
-		"Peak RSS: VmHWM of the child process that ran the measurement, reset (clear_refs) after generating the data set; it includes the data set (~8 MiB of items, more in memory for protobuf messages) and the Go runtime.",
+		liveNote(o),
+		"Peak RSS: VmHWM of the child process that ran the measurement, reset (clear_refs) after generating the data set; it includes the data set (~8 MiB of items, more in memory for protobuf messages), the live heap when there is one, and the Go runtime.",
 	}
+}
+
+func liveNote(o *options) string {
+	if !o.live {
+		return "Live heap: none (-live=false): the processes hold only the generated items."
+	}
+	return "Live heap: every dump and restore process, of every system, first copies the N items it handles into memory of their own and keeps them alive (-live), as a service keeps its data: the garbage collector marks them in every cycle, and the heap it grows before collecting is that much larger."
 }
