@@ -459,5 +459,5 @@ func liveNote(o *options) string {
 	if !o.live {
 		return "Live heap: none (-live=false): the processes hold only the generated items."
 	}
-	return "Live heap: every dump and restore process, of every system, first copies the N items it handles into memory of their own and keeps them alive (-live), as a service keeps its data: the garbage collector marks them in every cycle, and the heap it grows before collecting is that much larger."
+	return "Live heap: every dump and restore process, of every system (not the zstd ceiling, which measures the codec alone), first copies the N items it handles into memory of their own and keeps them alive (-live), as a service keeps its data: the garbage collector marks them in every cycle, and the heap it grows before collecting is that much larger."
 }
