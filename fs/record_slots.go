@@ -76,15 +76,16 @@ func appendSlot(dst []byte, seq uint64, data []byte) []byte {
 	return append(dst, data...)
 }
 
-// readSlot reads the slot at index of f; ok is false when it holds no whole
-// record.
-func readSlot(f *os.File, index int, buf []byte) (s slot, ok bool, err error) {
+// readSlot reads the slot at index of f into buf, and its header bytes (as
+// read, whole or not) into head; ok is false when it holds no whole record.
+func readSlot(f *os.File, index int, buf []byte, head *[slotHeaderSize]byte) (s slot, ok bool, err error) {
 	off := int64(index) * slotStride
 	n, err := f.ReadAt(buf[:slotPeek], off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return slot{}, false, err
 	}
 	b := buf[:n]
+	copy(head[:], b) // zeros past the end of the file, as changed reads them
 	if len(b) < slotHeaderSize || string(b[:4]) != slotMagic {
 		return slot{}, false, nil
 	}
@@ -142,12 +143,7 @@ func readSlots(f *os.File, path string, locked bool) (cur slot, slotted bool, er
 		var got [2]slot
 		var ok [2]bool
 		for i := range 2 {
-			if !locked {
-				if _, err := f.ReadAt(heads[i][:], int64(i)*slotStride); err != nil && !errors.Is(err, io.EOF) {
-					return slot{}, false, err
-				}
-			}
-			if got[i], ok[i], err = readSlot(f, i, buf); err != nil {
+			if got[i], ok[i], err = readSlot(f, i, buf, &heads[i]); err != nil {
 				return slot{}, false, err
 			}
 		}
