@@ -2,6 +2,7 @@ package dlqdump_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -33,18 +34,27 @@ func (d *stuckDest) Enqueue(any) error {
 // and then waits for them (bgWG.Wait) without any bound: a pass stuck in
 // the destination keeps Shutdown, and Close, from returning at all.
 func TestReviewShutdownHonoursItsDeadline(t *testing.T) {
-	dir := t.TempDir()
+	// Not t.TempDir: the pass Shutdown gave up on writes its claim record
+	// once released, after the test, so the directory is removed once that
+	// pass let go of it.
+	dir, err := os.MkdirTemp("", "dlqdump-review-shutdown-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dumpItems(t, dir, dlqdump.Config{Capacity: 16 * dlqdump.Megabyte}, itemsN("s", 10))
 	dst := &stuckDest{started: make(chan struct{}), release: make(chan struct{}), once: make(chan struct{}, 1)}
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, Decoder: decoder.Fallthrough{AsString: true}, Lease: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Before the directory is removed: the pass released, then stopped (it
-	// writes its claim record on its way out).
 	t.Cleanup(func() {
 		close(dst.release)
-		_ = r.Close()
+		// The released pass stops at its next block and records where:
+		// remove the directory once nothing writes into it any more.
+		deadline := time.Now().Add(30 * time.Second)
+		for os.RemoveAll(dir) != nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
