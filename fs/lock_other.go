@@ -6,9 +6,9 @@ import "os"
 
 // tryLock always succeeds where advisory locks are not available: on such
 // systems only one process may write or restore a directory at a time.
-func tryLock(*os.File) (bool, error) { return true, nil }
+func tryLock(interface{ Fd() uintptr }) (bool, error) { return true, nil }
 
-func unlock(*os.File) error { return nil }
+func unlock(interface{ Fd() uintptr }) error { return nil }
 
 func sameFile(f *os.File, path string) bool {
 	a, err := f.Stat()

@@ -11,7 +11,7 @@ import (
 // tryLock takes an exclusive advisory lock on f without waiting. ok is false
 // when another open file description holds it. The lock goes away when f is
 // closed or its process dies, however it dies.
-func tryLock(f *os.File) (ok bool, err error) {
+func tryLock(f interface{ Fd() uintptr }) (ok bool, err error) {
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if !errors.Is(err, syscall.EINTR) {
@@ -25,7 +25,7 @@ func tryLock(f *os.File) (ok bool, err error) {
 }
 
 // unlock releases the lock taken by tryLock.
-func unlock(f *os.File) error {
+func unlock(f interface{ Fd() uintptr }) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 

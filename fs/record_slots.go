@@ -78,7 +78,7 @@ func appendSlot(dst []byte, seq uint64, data []byte) []byte {
 
 // readSlot reads the slot at index of f into buf, and its header bytes (as
 // read, whole or not) into head; ok is false when it holds no whole record.
-func readSlot(f *os.File, index int, buf []byte, head *[slotHeaderSize]byte) (s slot, ok bool, err error) {
+func readSlot(f io.ReaderAt, index int, buf []byte, head *[slotHeaderSize]byte) (s slot, ok bool, err error) {
 	off := int64(index) * slotStride
 	n, err := f.ReadAt(buf[:slotPeek], off)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -119,7 +119,7 @@ func readSlot(f *os.File, index int, buf []byte, head *[slotHeaderSize]byte) (s 
 // file is os.ErrNotExist; a file with no whole slot, errTornRecord (read it
 // under the lock).
 func readRecordSlots(path string) (cur slot, slotted bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRecordFile(path, false)
 	if err != nil {
 		return slot{}, false, err
 	}
@@ -131,7 +131,7 @@ func readRecordSlots(path string) (cur slot, slotted bool, err error) {
 // does; locked tells that the caller holds the lock on the records, so that
 // no write happens while it reads: a file with no whole slot is then the
 // record itself (slotted false), its first MaxRecordSize bytes.
-func readSlots(f *os.File, path string, locked bool) (cur slot, slotted bool, err error) {
+func readSlots(f io.ReaderAt, path string, locked bool) (cur slot, slotted bool, err error) {
 	buf := make([]byte, slotPeek)
 	// Read both slots, then (without the lock) their headers again: a
 	// write that completed in between changed a header, and the slots are
@@ -175,7 +175,7 @@ func readSlots(f *os.File, path string, locked bool) (cur slot, slotted bool, er
 
 // readWhole returns the first MaxRecordSize bytes of f as its record; an
 // empty file is os.ErrNotExist.
-func readWhole(f *os.File) (slot, bool, error) {
+func readWhole(f io.ReaderAt) (slot, bool, error) {
 	b := make([]byte, sink.MaxRecordSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -188,7 +188,7 @@ func readWhole(f *os.File) (slot, bool, error) {
 }
 
 // changed tells whether a slot header of f is no longer what heads holds.
-func changed(f *os.File, heads *[2][slotHeaderSize]byte) bool {
+func changed(f io.ReaderAt, heads *[2][slotHeaderSize]byte) bool {
 	var h [slotHeaderSize]byte
 	for i := range 2 {
 		clear(h[:])
@@ -210,8 +210,16 @@ func inPlace(cur slot, data []byte) bool {
 
 // writeSlot writes data into the slot of f that does not hold cur, with the
 // next sequence number.
-func writeSlot(f *os.File, cur slot, data []byte) error {
+func writeSlot(f io.WriterAt, cur slot, data []byte) error {
 	b := appendSlot(make([]byte, 0, slotHeaderSize+len(data)), cur.seq+1, data)
 	_, err := f.WriteAt(b, int64(1-cur.index)*slotStride)
 	return err
+}
+
+// recordFile is what the records code needs of an open file.
+type recordFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	Fd() uintptr
 }

@@ -78,7 +78,7 @@ func (r *Reader) readRecordLocked(ctx context.Context, path string) ([]byte, err
 		return nil, err
 	}
 	defer unlock()
-	f, err := os.Open(path)
+	f, err := openRecordFile(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +127,10 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 	// In place when the file can be written; else replaced whole, which
 	// only needs the directory to be writable.
 	writable := true
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openRecordFile(path, true)
 	if errors.Is(err, os.ErrPermission) {
 		writable = false
-		f, err = os.Open(path)
+		f, err = openRecordFile(path, false)
 	}
 	switch {
 	case err == nil:
@@ -163,7 +163,7 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 
 // checkVersion checks, under the lock, that the record in f (the file at
 // path; nil: none) has version ifVersion ("": none).
-func (r *Reader) checkVersion(f *os.File, path, name, ifVersion string) (cur slot, slotted bool, err error) {
+func (r *Reader) checkVersion(f recordFile, path, name, ifVersion string) (cur slot, slotted bool, err error) {
 	err = os.ErrNotExist
 	if f != nil {
 		cur, slotted, err = readSlots(f, path, true)
@@ -198,7 +198,7 @@ func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error
 		return err
 	}
 	defer unlock()
-	f, err := os.Open(path)
+	f, err := openRecordFile(path, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
 	}
@@ -264,9 +264,6 @@ func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("dlqdump: fs: %w", err)
-	}
 	deadline := time.NewTimer(lockWait)
 	defer deadline.Stop()
 	local := processLock(dir)
@@ -277,7 +274,13 @@ func (r *Reader) lockRecords(ctx context.Context) (unlock func(), err error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// Made by the first lock, and again if someone removed it.
+		if err = os.MkdirAll(dir, 0o750); err == nil {
+			d, err = openDir(dir)
+		}
+	}
 	if err != nil {
 		<-local
 		return nil, fmt.Errorf("dlqdump: fs: %w", err)

@@ -89,9 +89,12 @@ func benchRestore(w io.Writer, o *options, pool [][]byte) error {
 		}
 		runtime.GC()
 		resetPeakRSS()
-		start, cpu0 := time.Now(), processCPU()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		start, cpu0, flt0 := time.Now(), processCPU(), minorFaults()
 		rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
-		d, cpu := time.Since(start), processCPU()-cpu0
+		d, cpu, flt := time.Since(start), processCPU()-cpu0, minorFaults()-flt0
+		runtime.ReadMemStats(&ms1)
 		_ = r.Close()
 		if err != nil {
 			return err
@@ -101,7 +104,8 @@ func benchRestore(w io.Writer, o *options, pool [][]byte) error {
 		}
 		_ = os.RemoveAll(work)
 		cur := round{ceil: ceilRate, rate: float64(o.n) / d.Seconds(), rss: peakRSS(), segments: rep.Segments}
-		fmt.Fprintf(os.Stderr, "round %d: ceiling %.0f items/s, Restorer %.0f items/s (%.2f), %.2f cores busy\n", k+1, cur.ceil, cur.rate, cur.rate/cur.ceil, cpu.Seconds()/d.Seconds())
+		fmt.Fprintf(os.Stderr, "round %d: ceiling %.0f items/s, Restorer %.0f items/s (%.2f), %.2f cores busy, %d page faults, %d GC cycles\n",
+			k+1, cur.ceil, cur.rate, cur.rate/cur.ceil, cpu.Seconds()/d.Seconds(), flt, ms1.NumGC-ms0.NumGC)
 		if k == 0 || cur.rate/cur.ceil > best.rate/best.ceil {
 			best = cur
 		}
@@ -218,6 +222,14 @@ func decodeCeiling(dir string) (float64, int64, error) {
 		done += int64(b.raw)
 	}
 	return mb(float64(done), time.Since(start)), total, nil
+}
+
+// minorFaults returns the page faults the process took so far that needed no
+// I/O: mostly first touches of memory the heap took from the kernel.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Minflt
 }
 
 // processCPU returns the CPU time (user and system) the process used so far.
