@@ -49,7 +49,12 @@ type Queue struct {
 	waiting  int      // callers waiting in backpressure
 	free     []*block // finished blocks kept for reuse (their encoded buffers)
 	rawFree  [][]byte // raw buffers of compressed blocks, for new blocks
-	maxFree  int
+	// freeBytes is the capacity held in free and rawFree: buffers are kept
+	// while it and the pending bytes fit MaxPending, so that a Queue whose
+	// writer falls behind for a while reuses them instead of allocating
+	// (and zeroing) new ones for every block, and never holds more than a
+	// burst took anyway.
+	freeBytes int64
 
 	// The sink-call protocol (see call), under mu.
 	calling   string   // the writer loop's sink call in progress, "" if none
@@ -132,6 +137,7 @@ func (q *Queue) newBlockLocked() *block {
 		b = q.free[n-1]
 		q.free[n-1] = nil
 		q.free = q.free[:n-1]
+		q.freeBytes -= int64(b.eb.Cap())
 		*b = block{eb: b.eb}
 	} else {
 		b = &block{}
@@ -141,6 +147,7 @@ func (q *Queue) newBlockLocked() *block {
 		raw = q.rawFree[n-1]
 		q.rawFree[n-1] = nil
 		q.rawFree = q.rawFree[:n-1]
+		q.freeBytes -= int64(cap(raw))
 	} else {
 		raw = make([]byte, 0, q.c.blockSize+q.c.blockSize/8)
 	}
@@ -344,6 +351,13 @@ func (q *Queue) cutLocked(reason string) *block {
 	return b
 }
 
+// keepFreeLocked reports whether a buffer of capacity c is kept for reuse:
+// one of a usual block's size, within MaxPending with the pending bytes and
+// the buffers kept already.
+func (q *Queue) keepFreeLocked(c int) bool {
+	return c <= 2*q.c.blockSize && q.pending.Load()+q.freeBytes+int64(c) <= int64(q.c.MaxPending)
+}
+
 // compressLoop compresses cut blocks until the queue stops.
 func (q *Queue) compressLoop(comp *segment.Compressor) {
 	defer q.wg.Done()
@@ -376,8 +390,9 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 			b.compressed = true
 			// The raw bytes are not needed any more: only the compressed
 			// ones wait for the writer, so memory follows MaxPending.
-			if raw := b.bb.Raw(); len(q.rawFree) < q.maxFree && cap(raw) <= 2*q.c.blockSize {
+			if raw := b.bb.Raw(); q.keepFreeLocked(cap(raw)) {
 				q.rawFree = append(q.rawFree, raw)
+				q.freeBytes += int64(cap(raw))
 			}
 			b.bb.Reset(nil)
 			q.mu.Unlock()

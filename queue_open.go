@@ -49,9 +49,6 @@ func NewQueue(config *Config) (*Queue, error) {
 		return nil, q.closeFailedStart(err)
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
-	// Enough to cycle blocks through the compressors without allocating;
-	// more would only hold memory beyond MaxPending after a burst.
-	q.maxFree = 2*c.Compressors + 4
 	q.cur = q.newBlockLocked()
 	for _, comp := range comps {
 		q.wg.Add(1)

@@ -441,8 +441,9 @@ func (q *Queue) finish(b *block) {
 		return // waiters read b.err; leave it to the garbage collector
 	}
 	q.mu.Lock()
-	if len(q.free) < q.maxFree && b.eb.Cap() <= 2*q.c.blockSize {
+	if c := b.eb.Cap(); q.keepFreeLocked(c) {
 		q.free = append(q.free, b)
+		q.freeBytes += int64(c)
 	}
 	q.mu.Unlock()
 }

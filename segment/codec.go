@@ -81,8 +81,15 @@ func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	// buffer once, and Encode reuses it afterwards. Stored raw, the block
 	// needs its whole size: allocated once, not grown from half of it.
 	want := BlockHeaderSize + len(raw)/2 + 64
-	if c.codec == CodecNone {
+	switch c.codec {
+	case CodecNone:
 		want = BlockHeaderSize + len(raw)
+	case CodecS2:
+		// S2 writes into the room its worst case needs: allocated
+		// once at that size, not grown from half of the block.
+		if n := s2.MaxEncodedLen(len(raw)); n > 0 {
+			want = BlockHeaderSize + n
+		}
 	}
 	if cap(buf) < want {
 		buf = make([]byte, 0, want)
