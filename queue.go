@@ -358,6 +358,26 @@ func (q *Queue) keepFreeLocked(c int) bool {
 	return c <= 2*q.c.blockSize && q.pending.Load()+q.freeBytes+int64(c) <= int64(q.c.MaxPending)
 }
 
+// trimFreeLocked lets the collector have the buffers kept beyond what cycles
+// blocks through the compressors. It runs when a segment is sealed for any
+// reason but its size (FlushInterval, Flush, Close): a Queue that went quiet
+// does not hold a burst's buffers.
+func (q *Queue) trimFreeLocked() {
+	keep := 2*q.c.Compressors + 4
+	for len(q.free) > keep {
+		n := len(q.free) - 1
+		q.freeBytes -= int64(q.free[n].eb.Cap())
+		q.free[n] = nil
+		q.free = q.free[:n]
+	}
+	for len(q.rawFree) > keep {
+		n := len(q.rawFree) - 1
+		q.freeBytes -= int64(cap(q.rawFree[n]))
+		q.rawFree[n] = nil
+		q.rawFree = q.rawFree[:n]
+	}
+}
+
 // compressLoop compresses cut blocks until the queue stops.
 func (q *Queue) compressLoop(comp *segment.Compressor) {
 	defer q.wg.Done()

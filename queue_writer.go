@@ -323,6 +323,12 @@ func (q *Queue) seal(reason string) error {
 		return fmt.Errorf("%w: publish segment %s: %w", ErrSink, s.name, err)
 	}
 	q.seg = nil
+	if reason != FlushSize {
+		// Sealed by FlushInterval, Flush or Close: not in a burst.
+		q.mu.Lock()
+		q.trimFreeLocked()
+		q.mu.Unlock()
+	}
 	if q.watcher != nil {
 		q.held = append(q.held, records)
 		if h := q.watcher.WatchBacklog().Segments; len(q.held) > h {
