@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -49,6 +50,11 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// peekPool holds the buffers slots are read into (a slot's record is copied
+// out): a checkpoint per block of a restore would otherwise allocate one,
+// whose first touch costs page faults when the heap is growing.
+var peekPool = sync.Pool{New: func() any { b := make([]byte, slotPeek); return &b }}
 
 // errTornRecord means no slot of a record file holds a whole record: a write
 // was torn, or the file was damaged.
@@ -132,7 +138,9 @@ func readRecordSlots(path string) (cur slot, slotted bool, err error) {
 // no write happens while it reads: a file with no whole slot is then the
 // record itself (slotted false), its first MaxRecordSize bytes.
 func readSlots(f io.ReaderAt, path string, locked bool) (cur slot, slotted bool, err error) {
-	buf := make([]byte, slotPeek)
+	bp := peekPool.Get().(*[]byte)
+	defer peekPool.Put(bp)
+	buf := *bp
 	// Read both slots, then (without the lock) their headers again: a
 	// write that completed in between changed a header, and the slots are
 	// read again, so that a reader never returns a record older than one
