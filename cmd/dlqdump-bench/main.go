@@ -55,7 +55,7 @@ func main() {
 	fl.IntVar(&o.poolSize, "pool", 65536, "distinct records generated and cycled through")
 	fl.IntVar(&o.rounds, "rounds", 3, "restore rounds, each beside the ceiling; the best ratio is reported")
 	fl.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the restore rounds to this file")
-	fl.BoolVar(&o.live, "live", true, "keep the records alive in the heap while restoring, as a service keeps its data")
+	fl.BoolVar(&o.live, "live", true, "keep the n records alive in the heap while dumping (they are what is enqueued) and restoring, as a service keeps its data")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {
@@ -72,6 +72,16 @@ func main() {
 	fmt.Printf("dlqdump-bench %s: %d records of ~%d B (generated JSON dead letters), codec %s, GOMAXPROCS=%d, %s/%s\n\n",
 		cmd, o.n, o.size, o.codec, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	pool := gen.New(1).Events(o.poolSize, o.size)
+	if o.live {
+		// The data set, alive: o.n records of their own, so that the
+		// garbage collector marks a heap of the size a service holds,
+		// and the dump reads records from all over it.
+		live := make([][]byte, o.n)
+		for i := range live {
+			live[i] = append([]byte(nil), pool[i%len(pool)]...)
+		}
+		pool = live
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	switch cmd {
 	case "dump":

@@ -47,10 +47,7 @@ func benchRestore(w io.Writer, o *options, pool [][]byte) error {
 	}
 	var live [][]byte
 	if o.live {
-		live = make([][]byte, o.n)
-		for i := range live {
-			live[i] = append([]byte(nil), pool[i%len(pool)]...)
-		}
+		live = pool // the records, each alive in its own memory
 	}
 	type round struct {
 		ceil, rate float64
