@@ -61,6 +61,7 @@ func benchEnqueue(b *testing.B, w dlqdump.Writer, codec dlqdump.Codec) {
 func BenchmarkEnqueue(b *testing.B) {
 	b.Run("discard/zstd", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.Zstd) })
 	b.Run("discard/s2", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.S2) })
+	b.Run("discard/none", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.NoCompression) })
 	b.Run("fs/zstd", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.Zstd) })
 	b.Run("fs/s2", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.S2) })
 }
