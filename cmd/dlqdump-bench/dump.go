@@ -78,16 +78,19 @@ func benchDump(w io.Writer, o *options, pool [][]byte) error {
 	_ = os.RemoveAll(ddir)
 
 	// Enqueue latency at fractions of the sustained rate.
-	fmt.Fprintf(w, "\t\t\t\t\t\n")
-	fmt.Fprintf(w, "Enqueue latency\tload items/s\tp50\tp99\tp99.9\tmax\t\n")
+	fmt.Fprintf(w, "\t\t\t\t\t\t\n")
+	fmt.Fprintf(w, "Enqueue latency\tload items/s\tp50\tp99\tp99.9\tmax\tGC cycles\t\n")
 	for _, frac := range []float64{0.25, 0.5, 0.9} {
 		ldir := filepath.Join(o.dir, fmt.Sprintf("latency-%.0f", frac*100))
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
 		lat, achieved, err := latency(ldir, codec, o, pool, rate*frac)
+		runtime.ReadMemStats(&ms1)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "at %.0f%% of sustained\t%.0f\t%s\t%s\t%s\t%s\t\n", frac*100, achieved,
-			pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), pct(lat, 1))
+		fmt.Fprintf(w, "at %.0f%% of sustained\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n", frac*100, achieved,
+			pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), pct(lat, 1), ms1.NumGC-ms0.NumGC)
 		_ = os.RemoveAll(ldir)
 	}
 	return nil
