@@ -91,7 +91,10 @@ type Config struct {
 	// MaxPending bounds the bytes accepted but not yet written (plus the
 	// Writer's backlog, see sink.Backlogger). Past it Enqueue waits up to
 	// EnqueueTimeout, then fails with ErrBackpressure. Queue.Rate reports
-	// the pending bytes over MaxPending. Default 64 MiB.
+	// the pending bytes over MaxPending. The buffers of written blocks are
+	// kept for reuse within the same bound while records keep coming, and
+	// let go when a segment is sealed for another reason than its size.
+	// Default 64 MiB.
 	MaxPending MemorySize
 	// EnqueueTimeout is how long Enqueue waits for room under MaxPending
 	// and, when Durable, for the sync. Negative: do not wait. Default 1s.
