@@ -351,19 +351,27 @@ func (q *Queue) cutLocked(reason string) *block {
 	return b
 }
 
-// keepFreeLocked reports whether a buffer of capacity c is kept for reuse:
-// one of a usual block's size, within MaxPending with the pending bytes and
-// the buffers kept already.
-func (q *Queue) keepFreeLocked(c int) bool {
-	return c <= 2*q.c.blockSize && q.pending.Load()+q.freeBytes+int64(c) <= int64(q.c.MaxPending)
+// keepFreeLocked reports whether a buffer of capacity c is kept for reuse in
+// a list of n: one of a usual block's size, when the list holds fewer than
+// cycle through the compressors (minFreeLocked), or within MaxPending with
+// the pending bytes and the buffers kept already. (While compression is the
+// bottleneck the pending bytes stay at MaxPending: only the first applies.)
+func (q *Queue) keepFreeLocked(n, c int) bool {
+	if c > 2*q.c.blockSize {
+		return false
+	}
+	return n < q.minFree() || q.pending.Load()+q.freeBytes+int64(c) <= int64(q.c.MaxPending)
 }
 
-// trimFreeLocked lets the collector have the buffers kept beyond what cycles
-// blocks through the compressors. It runs when a segment is sealed for any
-// reason but its size (FlushInterval, Flush, Close): a Queue that went quiet
-// does not hold a burst's buffers.
+// minFree is how many buffers of each kind cycle blocks through the
+// compressors without allocating.
+func (q *Queue) minFree() int { return 2*q.c.Compressors + 4 }
+
+// trimFreeLocked lets the collector have the buffers kept beyond minFree. It
+// runs when a segment is sealed for any reason but its size (FlushInterval,
+// Flush, Close): a Queue that went quiet does not hold a burst's buffers.
 func (q *Queue) trimFreeLocked() {
-	keep := 2*q.c.Compressors + 4
+	keep := q.minFree()
 	for len(q.free) > keep {
 		n := len(q.free) - 1
 		q.freeBytes -= int64(q.free[n].eb.Cap())
@@ -410,7 +418,7 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 			b.compressed = true
 			// The raw bytes are not needed any more: only the compressed
 			// ones wait for the writer, so memory follows MaxPending.
-			if raw := b.bb.Raw(); q.keepFreeLocked(cap(raw)) {
+			if raw := b.bb.Raw(); q.keepFreeLocked(len(q.rawFree), cap(raw)) {
 				q.rawFree = append(q.rawFree, raw)
 				q.freeBytes += int64(cap(raw))
 			}

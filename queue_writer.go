@@ -447,7 +447,7 @@ func (q *Queue) finish(b *block) {
 		return // waiters read b.err; leave it to the garbage collector
 	}
 	q.mu.Lock()
-	if c := b.eb.Cap(); q.keepFreeLocked(c) {
+	if c := b.eb.Cap(); q.keepFreeLocked(len(q.free), c) {
 		q.free = append(q.free, b)
 		q.freeBytes += int64(c)
 	}
