@@ -91,9 +91,11 @@ type Config struct {
 	// MaxPending bounds the bytes accepted but not yet written (plus the
 	// Writer's backlog, see sink.Backlogger). Past it Enqueue waits up to
 	// EnqueueTimeout, then fails with ErrBackpressure. Queue.Rate reports
-	// the pending bytes over MaxPending. The buffers of written blocks are
-	// kept for reuse within the same bound while records keep coming, and
-	// let go when a segment is sealed for another reason than its size.
+	// the pending bytes over MaxPending. The Queue keeps the buffers of
+	// written blocks for reuse while all its block buffers fit what the
+	// blocks of MaxPending pending bytes need at most (about 2.5 times it
+	// with S2 or NoCompression, 1.6 times with zstd), and lets go of them
+	// when a segment is sealed for another reason than its size.
 	// Default 64 MiB.
 	MaxPending MemorySize
 	// EnqueueTimeout is how long Enqueue waits for room under MaxPending

@@ -49,12 +49,16 @@ type Queue struct {
 	waiting  int      // callers waiting in backpressure
 	free     []*block // finished blocks kept for reuse (their encoded buffers)
 	rawFree  [][]byte // raw buffers of compressed blocks, for new blocks
-	// freeBytes is the capacity held in free and rawFree: buffers are kept
-	// while it and the pending bytes fit MaxPending, so that a Queue whose
-	// writer falls behind for a while reuses them instead of allocating
-	// (and zeroing) new ones for every block, and never holds more than a
-	// burst took anyway.
+	// freeBytes is the capacity held in free and rawFree, bufBytes that of
+	// every block buffer the Queue holds, raw and encoded, in blocks and in
+	// the lists. A buffer let go of is kept while bufBytes fits what
+	// MaxPending pending bytes take (bufLimit), so that a Queue whose writer
+	// or compressors fall behind for a while reuses its buffers instead of
+	// letting them go and allocating (and zeroing) new ones as soon as it
+	// catches up, and never holds more than a burst took anyway.
 	freeBytes int64
+	bufBytes  int64
+	allocated int64 // bytes of block buffers allocated so far
 
 	// The sink-call protocol (see call), under mu.
 	calling   string   // the writer loop's sink call in progress, "" if none
@@ -150,6 +154,8 @@ func (q *Queue) newBlockLocked() *block {
 		q.freeBytes -= int64(cap(raw))
 	} else {
 		raw = make([]byte, 0, q.c.blockSize+q.c.blockSize/8)
+		q.bufBytes += int64(cap(raw))
+		q.allocated += int64(cap(raw))
 	}
 	b.bb.Reset(raw)
 	return b
@@ -351,16 +357,46 @@ func (q *Queue) cutLocked(reason string) *block {
 	return b
 }
 
-// keepFreeLocked reports whether a buffer of capacity c is kept for reuse in
-// a list of n: one of a usual block's size, when the list holds fewer than
-// cycle through the compressors (minFreeLocked), or within MaxPending with
-// the pending bytes and the buffers kept already. (While compression is the
-// bottleneck the pending bytes stay at MaxPending: only the first applies.)
-func (q *Queue) keepFreeLocked(n, c int) bool {
-	if c > 2*q.c.blockSize {
-		return false
+// putRawLocked keeps the raw buffer of a compressed block for new blocks, or
+// lets it go (keepLocked).
+func (q *Queue) putRawLocked(raw []byte) {
+	if q.keepLocked(len(q.rawFree), cap(raw)) {
+		q.rawFree = append(q.rawFree, raw)
+		q.freeBytes += int64(cap(raw))
 	}
-	return n < q.minFree() || q.pending.Load()+q.freeBytes+int64(c) <= int64(q.c.MaxPending)
+}
+
+// putBlockLocked keeps a finished block, with its encoded buffer, for reuse,
+// or lets it go (keepLocked).
+func (q *Queue) putBlockLocked(b *block) {
+	if c := b.eb.Cap(); q.keepLocked(len(q.free), c) {
+		q.free = append(q.free, b)
+		q.freeBytes += int64(c)
+	}
+}
+
+// keepLocked reports whether a buffer of capacity c let go of is kept in a
+// list of n: one of a usual block's size, when the list holds fewer than
+// cycle through the compressors (minFree), or while the Queue's buffers fit
+// bufLimit. Otherwise it no longer counts in bufBytes.
+func (q *Queue) keepLocked(n, c int) bool {
+	if c <= 2*q.c.blockSize && (n < q.minFree() || q.bufBytes <= q.bufLimit()) {
+		return true
+	}
+	q.bufBytes -= int64(c)
+	return false
+}
+
+// bufLimit is how many bytes of block buffers, in use and kept, the Queue
+// keeps buffers within: what the blocks of MaxPending pending bytes hold at
+// most, and those cycling through the compressors. A block holds a raw
+// buffer until it is compressed and keeps its encoded one for the next use,
+// so a Queue whose pending bytes swing between MaxPending and none, in
+// either stage (writer or compressors behind), cycles its own buffers.
+func (q *Queue) bufLimit() int64 {
+	bs := int64(q.c.blockSize)
+	blocks := int64(q.c.MaxPending)/bs + 2 + int64(q.minFree())
+	return blocks * (bs + bs/8 + int64(segment.EncodedCap(q.c.codec, q.c.blockSize+q.c.blockSize/8)))
 }
 
 // minFree is how many buffers of each kind cycle blocks through the
@@ -375,12 +411,14 @@ func (q *Queue) trimFreeLocked() {
 	for len(q.free) > keep {
 		n := len(q.free) - 1
 		q.freeBytes -= int64(q.free[n].eb.Cap())
+		q.bufBytes -= int64(q.free[n].eb.Cap())
 		q.free[n] = nil
 		q.free = q.free[:n]
 	}
 	for len(q.rawFree) > keep {
 		n := len(q.rawFree) - 1
 		q.freeBytes -= int64(cap(q.rawFree[n]))
+		q.bufBytes -= int64(cap(q.rawFree[n]))
 		q.rawFree[n] = nil
 		q.rawFree = q.rawFree[:n]
 	}
@@ -411,17 +449,19 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 				}
 			}
 			q.mu.Unlock()
+			had := b.eb.Cap()
 			if b.bb.Count() > 0 {
 				comp.Encode(&b.eb, &b.bb)
 			}
 			q.mu.Lock()
 			b.compressed = true
-			// The raw bytes are not needed any more: only the compressed
-			// ones wait for the writer, so memory follows MaxPending.
-			if raw := b.bb.Raw(); q.keepFreeLocked(len(q.rawFree), cap(raw)) {
-				q.rawFree = append(q.rawFree, raw)
-				q.freeBytes += int64(cap(raw))
+			if c := b.eb.Cap(); c != had {
+				q.bufBytes += int64(c - had)
+				q.allocated += int64(c)
 			}
+			// The raw bytes are not needed any more: only the compressed
+			// ones wait for the writer.
+			q.putRawLocked(b.bb.Raw())
 			b.bb.Reset(nil)
 			q.mu.Unlock()
 			select {

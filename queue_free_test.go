@@ -3,6 +3,8 @@ package dlqdump
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +28,9 @@ func (gatedSegment) Commit(context.Context) error  { return nil }
 func (gatedSegment) Abort() error                  { return nil }
 
 // checkFreeLists checks the free lists' accounting: freeBytes is what they
-// hold, and beyond minFree buffers of a kind they stay within MaxPending.
+// hold, and beyond minFree buffers of a kind they stay within bufLimit. When
+// the Queue is idle (nothing cut is left to compress or write), bufBytes is
+// what the lists and the open block hold.
 func checkFreeLists(t *testing.T, q *Queue) (free, raw int) {
 	t.Helper()
 	q.mu.Lock()
@@ -41,15 +45,20 @@ func checkFreeLists(t *testing.T, q *Queue) (free, raw int) {
 	if sum != q.freeBytes {
 		t.Fatalf("freeBytes %d, the lists hold %d", q.freeBytes, sum)
 	}
-	if (len(q.free) > q.minFree() || len(q.rawFree) > q.minFree()) && q.freeBytes > int64(q.c.MaxPending) {
-		t.Fatalf("%d and %d buffers (%d bytes) kept, beyond %d each and over MaxPending %d",
-			len(q.free), len(q.rawFree), q.freeBytes, q.minFree(), q.c.MaxPending)
+	if (len(q.free) > q.minFree() || len(q.rawFree) > q.minFree()) && q.freeBytes > q.bufLimit() {
+		t.Fatalf("%d and %d buffers (%d bytes) kept, beyond %d each and over bufLimit %d",
+			len(q.free), len(q.rawFree), q.freeBytes, q.minFree(), q.bufLimit())
+	}
+	if len(q.inflight) == 0 && len(q.work) == 0 {
+		if held := sum + int64(cap(q.cur.bb.Raw())+q.cur.eb.Cap()); held != q.bufBytes {
+			t.Fatalf("bufBytes %d, the lists and the open block hold %d", q.bufBytes, held)
+		}
 	}
 	return len(q.free), len(q.rawFree)
 }
 
 // After a writer stall the buffers of the blocks written are kept for reuse
-// within MaxPending, and a Flush lets go of all but what cycles through the
+// within bufLimit, and a Flush lets go of all but what cycles through the
 // compressors: a Queue that went quiet does not keep a burst's memory.
 func TestFreeListsBoundedAndTrimmed(t *testing.T) {
 	gate := make(chan struct{})
@@ -92,12 +101,138 @@ func TestFreeListsBoundedAndTrimmed(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	if free, _ := checkFreeLists(t, q); free <= q.minFree() {
-		t.Fatalf("%d encoded buffers kept after the stall drained; want more than %d (kept within MaxPending)", free, q.minFree())
+		t.Fatalf("%d encoded buffers kept after the stall drained; want more than %d (kept within bufLimit)", free, q.minFree())
 	}
 	if err := q.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if free, raw := checkFreeLists(t, q); free > q.minFree() || raw > q.minFree() {
 		t.Fatalf("after Flush %d encoded and %d raw buffers kept; want at most %d each", free, raw, q.minFree())
+	}
+}
+
+// stallWriter discards segments; its writes wait while it is stalled.
+type stallWriter struct {
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func newStallWriter() *stallWriter {
+	g := make(chan struct{})
+	close(g)
+	return &stallWriter{gate: g}
+}
+
+func (w *stallWriter) stall()   { w.mu.Lock(); w.gate = make(chan struct{}); w.mu.Unlock() }
+func (w *stallWriter) release() { w.mu.Lock(); close(w.gate); w.mu.Unlock() }
+
+func (w *stallWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
+	return stallSegment{w}, nil
+}
+
+type stallSegment struct{ w *stallWriter }
+
+func (s stallSegment) Write(p []byte) (int, error) {
+	s.w.mu.Lock()
+	g := s.w.gate
+	s.w.mu.Unlock()
+	<-g
+	return len(p), nil
+}
+func (stallSegment) Sync() error                  { return nil }
+func (stallSegment) Truncate(int64) error         { return nil }
+func (stallSegment) Commit(context.Context) error { return nil }
+func (stallSegment) Abort() error                 { return nil }
+
+// A Queue whose writer stalls again and again, each time until MaxPending
+// is full, reuses the block buffers of the first stall: it does not let the
+// raw buffers of the blocks compressed during a stall go (the pending bytes
+// are at MaxPending then) only to allocate them again when the writer catches
+// up. Measured by the bytes of block buffers the Queue allocates in later
+// stalls, and by the bytes the process allocates (not under the race
+// detector, whose sync.Pool lets go of the Encoder's scratch buffers).
+func TestBuffersReusedAcrossStalls(t *testing.T) {
+	w := newStallWriter()
+	q, err := NewQueue(&Config{
+		Writer:         w,
+		Capacity:       64 * Megabyte,
+		Codec:          S2,
+		Compressors:    1,
+		MaxPending:     8 * Megabyte,
+		EnqueueTimeout: -1, // ErrBackpressure at once: the stall is full
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var records []any // converted once: Enqueue itself allocates nothing
+	for _, r := range gen.New(5).Events(1<<12, 300) {
+		records = append(records, r)
+	}
+	drained := func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.inflight) == 0 && len(q.work) == 0
+	}
+	var ms runtime.MemStats
+	var allocated, buffers []uint64
+	queueAllocated := func() uint64 {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return uint64(q.allocated)
+	}
+	for cycle := range 10 {
+		runtime.ReadMemStats(&ms)
+		before, buffersBefore := ms.TotalAlloc, queueAllocated()
+		w.stall()
+		for i := 0; ; i++ {
+			err := q.Enqueue(records[i%len(records)])
+			if errors.Is(err, ErrBackpressure) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Let the compressor finish the stall's blocks before the writer
+		// goes on: their raw buffers come back while MaxPending is full.
+		for {
+			q.mu.Lock()
+			n := len(q.work)
+			q.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			runtime.Gosched()
+		}
+		w.release()
+		for !drained() {
+			time.Sleep(time.Millisecond)
+		}
+		runtime.ReadMemStats(&ms)
+		allocated = append(allocated, ms.TotalAlloc-before)
+		buffers = append(buffers, queueAllocated()-buffersBefore)
+		if cycle > 1 {
+			checkFreeLists(t, q)
+		}
+	}
+	// After the first stalls, new buffers are allocated only when a stall
+	// holds more blocks at once than any before (the compressor's timing
+	// decides), which the buffers MaxPending needs bound: far less than
+	// letting go of and allocating again a stall's worth each time.
+	check := func(what string, per []uint64) {
+		t.Helper()
+		var later uint64
+		for _, n := range per[2:] {
+			later += n
+		}
+		if limit := uint64(q.c.MaxPending); later > limit {
+			t.Fatalf("%s per stall %v: %d in the last %d stalls, want at most MaxPending (%d); the buffers of the first ones should be reused",
+				what, per, later, len(per)-2, limit)
+		}
+	}
+	check("block buffers allocated", buffers)
+	if !raceEnabled {
+		check("bytes allocated", allocated)
 	}
 }

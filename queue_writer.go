@@ -442,15 +442,15 @@ func (q *Queue) cutBack() error {
 
 // finish completes a block: wakes its waiters or recycles it.
 func (q *Queue) finish(b *block) {
-	if b.done != nil {
-		close(b.done)
-		return // waiters read b.err; leave it to the garbage collector
-	}
 	q.mu.Lock()
-	if c := b.eb.Cap(); q.keepFreeLocked(len(q.free), c) {
-		q.free = append(q.free, b)
-		q.freeBytes += int64(c)
+	if b.done != nil {
+		// Waiters read b.err: leave it to the garbage collector.
+		q.bufBytes -= int64(b.eb.Cap())
+		q.mu.Unlock()
+		close(b.done)
+		return
 	}
+	q.putBlockLocked(b)
 	q.mu.Unlock()
 }
 

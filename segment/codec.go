@@ -77,21 +77,11 @@ func (c *Compressor) Codec() Codec { return c.codec }
 func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	raw := b.raw
 	buf := dst.buf[:0]
-	// Dead letters usually compress 3-6x; a block that does not grows the
-	// buffer once, and Encode reuses it afterwards. Stored raw, the block
-	// needs its whole size: allocated once, not grown from half of it.
-	want := BlockHeaderSize + len(raw)/2 + 64
-	switch c.codec {
-	case CodecNone:
-		want = BlockHeaderSize + len(raw)
-	case CodecS2:
-		// S2 writes into the room its worst case needs: allocated
-		// once at that size, not grown from half of the block.
-		if n := s2.MaxEncodedLen(len(raw)); n > 0 {
-			want = BlockHeaderSize + n
-		}
-	}
-	if cap(buf) < want {
+	// The room is reckoned from the raw buffer's capacity, not from this
+	// block's length: blocks are cut at slightly different lengths, and a
+	// buffer sized for one would be too small for the next, slightly
+	// longer one, and allocated again.
+	if want := EncodedCap(c.codec, cap(raw)); cap(buf) < want {
 		buf = make([]byte, 0, want)
 	}
 	buf = buf[:BlockHeaderSize]
@@ -136,6 +126,24 @@ func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	binary.LittleEndian.PutUint64(h[44:], uint64(b.max))
 	dst.storedCRC = crc32.Checksum(stored, castag)
 	dst.buf = buf
+}
+
+// EncodedCap returns the capacity Compressor.Encode gives an encoded block
+// of codec whose raw bytes fit rawCap: the whole block plus its header
+// without compression; S2's worst case, which S2 writes into (allocated once
+// at that size, not grown from half of the block); for zstd half of it, as
+// dead letters usually compress 3-6x (a block that does not grows the buffer
+// once, and Encode reuses it afterwards).
+func EncodedCap(codec Codec, rawCap int) int {
+	switch codec {
+	case CodecNone:
+		return BlockHeaderSize + rawCap
+	case CodecS2:
+		if n := s2.MaxEncodedLen(rawCap); n > 0 {
+			return BlockHeaderSize + n
+		}
+	}
+	return BlockHeaderSize + rawCap/2 + 64
 }
 
 func appendS2(dst, src []byte, enc func(dst, src []byte) []byte) []byte {
