@@ -205,7 +205,13 @@ func (q *Queue) Enqueue(x any) error {
 		q.cutLocked("")
 		b = q.cur
 	}
+	had := cap(b.bb.Raw())
 	b.bb.Add(now, body)
+	if c := cap(b.bb.Raw()); c != had {
+		// A first record larger than the block grew its buffer.
+		q.bufBytes += int64(c - had)
+		q.allocated += int64(c)
+	}
 	b.bytes += size
 	q.pending.Add(size)
 	if q.since == 0 {
@@ -360,7 +366,7 @@ func (q *Queue) cutLocked(reason string) *block {
 // putRawLocked keeps the raw buffer of a compressed block for new blocks, or
 // lets it go (keepLocked).
 func (q *Queue) putRawLocked(raw []byte) {
-	if q.keepLocked(len(q.rawFree), cap(raw)) {
+	if q.keepLocked(len(q.rawFree), cap(raw), 2*q.c.blockSize) {
 		q.rawFree = append(q.rawFree, raw)
 		q.freeBytes += int64(cap(raw))
 	}
@@ -369,18 +375,19 @@ func (q *Queue) putRawLocked(raw []byte) {
 // putBlockLocked keeps a finished block, with its encoded buffer, for reuse,
 // or lets it go (keepLocked).
 func (q *Queue) putBlockLocked(b *block) {
-	if c := b.eb.Cap(); q.keepLocked(len(q.free), c) {
+	if c := b.eb.Cap(); q.keepLocked(len(q.free), c, segment.EncodedCap(q.c.codec, 2*q.c.blockSize)) {
 		q.free = append(q.free, b)
 		q.freeBytes += int64(c)
 	}
 }
 
 // keepLocked reports whether a buffer of capacity c let go of is kept in a
-// list of n: one of a usual block's size, when the list holds fewer than
-// cycle through the compressors (minFree), or while the Queue's buffers fit
-// bufLimit. Otherwise it no longer counts in bufBytes.
-func (q *Queue) keepLocked(n, c int) bool {
-	if c <= 2*q.c.blockSize && (n < q.minFree() || q.bufBytes <= q.bufLimit()) {
+// list of n: one of at most largest bytes (what a block of twice the usual
+// size needs: a buffer grown by a large record is not kept), when the list
+// holds fewer than cycle through the compressors (minFree), or while the
+// Queue's buffers fit bufLimit. Otherwise it no longer counts in bufBytes.
+func (q *Queue) keepLocked(n, c, largest int) bool {
+	if c <= largest && (n < q.minFree() || q.bufBytes <= q.bufLimit()) {
 		return true
 	}
 	q.bufBytes -= int64(c)

@@ -236,3 +236,31 @@ func TestBuffersReusedAcrossStalls(t *testing.T) {
 		check("bytes allocated", allocated)
 	}
 }
+
+// A record larger than the block grows the open block's buffer; bufBytes
+// counts what it grew by, so that letting that buffer go later does not take
+// off more than was counted (a drift down would lift bufLimit for good).
+func TestBufBytesCountsGrownBuffers(t *testing.T) {
+	q, err := NewQueue(&Config{Writer: newStallWriter(), Capacity: Megabyte, BlockSize: 4 * Kilobyte, Codec: S2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	big := gen.New(9).Events(40, 64<<10)
+	for i, r := range big {
+		if err := q.Enqueue(r); err != nil {
+			t.Fatal(err)
+		}
+		if i%8 == 7 {
+			if err := q.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			checkFreeLists(t, q)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.bufBytes < 0 {
+		t.Fatalf("bufBytes %d", q.bufBytes)
+	}
+}

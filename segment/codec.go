@@ -74,6 +74,9 @@ func (c *Compressor) Codec() Codec { return c.codec }
 
 // Encode compresses the records of b into dst, reusing dst's storage. When
 // compression does not make the block smaller the raw bytes are stored.
+// dst's storage is sized for the capacity of b's buffer (EncodedCap), not
+// only for the records in it: give BlockBuilder.Reset a buffer of the size
+// blocks are cut at.
 func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
 	raw := b.raw
 	buf := dst.buf[:0]
