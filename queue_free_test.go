@@ -12,20 +12,99 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// gatedWriter discards segments; its writes wait while the gate is closed.
-type gatedWriter struct{ gate chan struct{} }
-
-func (w gatedWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
-	return gatedSegment(w), nil
+// stallWriter discards segments; its writes wait while it is stalled.
+type stallWriter struct {
+	mu   sync.Mutex
+	gate chan struct{}
 }
 
-type gatedSegment struct{ gate chan struct{} }
+func newStallWriter() *stallWriter {
+	g := make(chan struct{})
+	close(g)
+	return &stallWriter{gate: g}
+}
 
-func (s gatedSegment) Write(p []byte) (int, error) { <-s.gate; return len(p), nil }
-func (gatedSegment) Sync() error                   { return nil }
-func (gatedSegment) Truncate(int64) error          { return nil }
-func (gatedSegment) Commit(context.Context) error  { return nil }
-func (gatedSegment) Abort() error                  { return nil }
+func (w *stallWriter) stall()   { w.mu.Lock(); w.gate = make(chan struct{}); w.mu.Unlock() }
+func (w *stallWriter) release() { w.mu.Lock(); close(w.gate); w.mu.Unlock() }
+
+func (w *stallWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
+	return stallSegment{w}, nil
+}
+
+type stallSegment struct{ w *stallWriter }
+
+func (s stallSegment) Write(p []byte) (int, error) {
+	s.w.mu.Lock()
+	g := s.w.gate
+	s.w.mu.Unlock()
+	<-g
+	return len(p), nil
+}
+func (stallSegment) Sync() error                  { return nil }
+func (stallSegment) Truncate(int64) error         { return nil }
+func (stallSegment) Commit(context.Context) error { return nil }
+func (stallSegment) Abort() error                 { return nil }
+
+// newStallQueue returns a Queue writing to w: S2, one compressor, 8 MiB
+// MaxPending, and ErrBackpressure at once when it is full. It is closed when
+// the test ends (w must not be stalled then).
+func newStallQueue(t *testing.T, w *stallWriter) *Queue {
+	t.Helper()
+	q, err := NewQueue(&Config{
+		Writer:         w,
+		Capacity:       64 * Megabyte,
+		Codec:          S2,
+		Compressors:    1,
+		MaxPending:     8 * Megabyte,
+		EnqueueTimeout: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// records returns 4,096 generated ~300 B dead letters, converted to any once
+// (Enqueue itself then allocates nothing).
+func records(seed uint64) []any {
+	var rs []any
+	for _, r := range gen.New(seed).Events(1<<12, 300) {
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// waitDrained waits until every block cut is compressed and written.
+func waitDrained(q *Queue) {
+	for {
+		q.mu.Lock()
+		n := len(q.inflight) + len(q.work)
+		q.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fillPending enqueues recs, round robin, until MaxPending is full, calling
+// each (if not nil) before every Enqueue.
+func fillPending(t *testing.T, q *Queue, recs []any, each func(i int)) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if each != nil {
+			each(i)
+		}
+		err := q.Enqueue(recs[i%len(recs)])
+		if errors.Is(err, ErrBackpressure) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // checkFreeLists checks the free lists' accounting: freeBytes is what they
 // hold, and beyond minFree buffers of a kind they stay within bufLimit. When
@@ -61,45 +140,16 @@ func checkFreeLists(t *testing.T, q *Queue) (free, raw int) {
 // within bufLimit, and a Flush lets go of all but what cycles through the
 // compressors: a Queue that went quiet does not keep a burst's memory.
 func TestFreeListsBoundedAndTrimmed(t *testing.T) {
-	gate := make(chan struct{})
-	q, err := NewQueue(&Config{
-		Writer:         gatedWriter{gate},
-		Capacity:       16 * Megabyte,
-		Codec:          S2,
-		Compressors:    1,
-		MaxPending:     8 * Megabyte,
-		EnqueueTimeout: -1, // ErrBackpressure at once: the stall is full
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	records := gen.New(3).Events(1<<12, 300)
-	for i := 0; ; i++ {
-		err := q.Enqueue(records[i%len(records)])
-		if errors.Is(err, ErrBackpressure) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	w := newStallWriter()
+	q := newStallQueue(t, w)
+	w.stall()
+	fillPending(t, q, records(3), func(i int) {
 		if i%512 == 0 {
 			checkFreeLists(t, q)
 		}
-	}
-	close(gate)
-	// Wait for the writer to write every block the stall held.
-	inflight := func() int {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return len(q.inflight)
-	}
-	for deadline := time.Now().Add(time.Minute); inflight() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d blocks still to write a minute after the writer was let go", inflight())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	})
+	w.release()
+	waitDrained(q)
 	if free, _ := checkFreeLists(t, q); free <= q.minFree() {
 		t.Fatalf("%d encoded buffers kept after the stall drained; want more than %d (kept within bufLimit)", free, q.minFree())
 	}
@@ -111,39 +161,6 @@ func TestFreeListsBoundedAndTrimmed(t *testing.T) {
 	}
 }
 
-// stallWriter discards segments; its writes wait while it is stalled.
-type stallWriter struct {
-	mu   sync.Mutex
-	gate chan struct{}
-}
-
-func newStallWriter() *stallWriter {
-	g := make(chan struct{})
-	close(g)
-	return &stallWriter{gate: g}
-}
-
-func (w *stallWriter) stall()   { w.mu.Lock(); w.gate = make(chan struct{}); w.mu.Unlock() }
-func (w *stallWriter) release() { w.mu.Lock(); close(w.gate); w.mu.Unlock() }
-
-func (w *stallWriter) Create(context.Context, string) (sink.SegmentWriter, error) {
-	return stallSegment{w}, nil
-}
-
-type stallSegment struct{ w *stallWriter }
-
-func (s stallSegment) Write(p []byte) (int, error) {
-	s.w.mu.Lock()
-	g := s.w.gate
-	s.w.mu.Unlock()
-	<-g
-	return len(p), nil
-}
-func (stallSegment) Sync() error                  { return nil }
-func (stallSegment) Truncate(int64) error         { return nil }
-func (stallSegment) Commit(context.Context) error { return nil }
-func (stallSegment) Abort() error                 { return nil }
-
 // A Queue whose writer stalls again and again, each time until MaxPending
 // is full, reuses the block buffers of the first stall: it does not let the
 // raw buffers of the blocks compressed during a stall go (the pending bytes
@@ -153,27 +170,8 @@ func (stallSegment) Abort() error                 { return nil }
 // detector, whose sync.Pool lets go of the Encoder's scratch buffers).
 func TestBuffersReusedAcrossStalls(t *testing.T) {
 	w := newStallWriter()
-	q, err := NewQueue(&Config{
-		Writer:         w,
-		Capacity:       64 * Megabyte,
-		Codec:          S2,
-		Compressors:    1,
-		MaxPending:     8 * Megabyte,
-		EnqueueTimeout: -1, // ErrBackpressure at once: the stall is full
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	var records []any // converted once: Enqueue itself allocates nothing
-	for _, r := range gen.New(5).Events(1<<12, 300) {
-		records = append(records, r)
-	}
-	drained := func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return len(q.inflight) == 0 && len(q.work) == 0
-	}
+	q := newStallQueue(t, w)
+	recs := records(5)
 	var ms runtime.MemStats
 	var allocated, buffers []uint64
 	queueAllocated := func() uint64 {
@@ -185,15 +183,7 @@ func TestBuffersReusedAcrossStalls(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		before, buffersBefore := ms.TotalAlloc, queueAllocated()
 		w.stall()
-		for i := 0; ; i++ {
-			err := q.Enqueue(records[i%len(records)])
-			if errors.Is(err, ErrBackpressure) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		fillPending(t, q, recs, nil)
 		// Let the compressor finish the stall's blocks before the writer
 		// goes on: their raw buffers come back while MaxPending is full.
 		for {
@@ -206,9 +196,7 @@ func TestBuffersReusedAcrossStalls(t *testing.T) {
 			runtime.Gosched()
 		}
 		w.release()
-		for !drained() {
-			time.Sleep(time.Millisecond)
-		}
+		waitDrained(q)
 		runtime.ReadMemStats(&ms)
 		allocated = append(allocated, ms.TotalAlloc-before)
 		buffers = append(buffers, queueAllocated()-buffersBefore)
