@@ -45,7 +45,7 @@ go run ./cmd/dlqdump-reliability -short
 
 phase "benchmark smoke run"
 (cd bench && go run . -smoke -out "$(mktemp -d)")
-(cd bench && go run ./designs -n 20000 -rounds 1 >/dev/null)
+(cd bench && go run ./designs -n 20000 -rounds 1 >/dev/null && go run ./designs -restore -n 20000 -rounds 1 >/dev/null)
 go run ./cmd/dlqdump-bench all -n 200000 -latency-duration 500ms
 
 echo "== all passed in $((SECONDS / 60))m$((SECONDS % 60))s"

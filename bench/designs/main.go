@@ -15,7 +15,13 @@
 // They bound what those designs can reach on this machine: the README's
 // Performance section quotes them. -sync=false drops the fsyncs.
 //
+// With -restore it measures the restore side instead (see restoreDesigns):
+// the Restorer against a bare decoding pipeline, with and without the
+// checkpoint after every block that "a crash delivers at most one block
+// twice" needs.
+//
 //	cd bench && go run ./designs -rounds 3
+//	cd bench && go run ./designs -restore -n 2000000 -rounds 4
 package main
 
 import (
@@ -50,6 +56,7 @@ var (
 	maxPend   = flag.String("maxpending", "", "the Queue's MaxPending (default its default), e.g. 16MiB")
 	only      = flag.String("only", "", "comma-separated systems to run (default all), e.g. queue-none,ordered-none")
 	profile   = flag.String("cpuprofile", "", "write a CPU profile of the dumps run to this file")
+	restore   = flag.Bool("restore", false, "measure the restore side instead: the Restorer against a bare decoding pipeline, with and without a checkpoint per block")
 )
 
 const (
@@ -94,6 +101,10 @@ func main() {
 		check(err)
 		check(pprof.StartCPUProfile(f))
 		defer pprof.StopCPUProfile()
+	}
+	if *restore {
+		restoreDesigns(base)
+		return
 	}
 	rate := map[string][]float64{}
 	cpu := map[string][]float64{}
