@@ -59,35 +59,32 @@ func (f *rawFile) Fd() uintptr { return uintptr(f.fd) }
 
 // ReadAt reads len(b) bytes at off, as os.File.ReadAt does: fewer only at
 // the end of the file (io.EOF) or on an error.
-func (f *rawFile) ReadAt(b []byte, off int64) (n int, err error) {
-	for n < len(b) {
-		m, err := syscall.Pread(f.fd, b[n:], off+int64(n))
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return n, &os.PathError{Op: "read", Path: f.path, Err: err}
-		}
-		if m == 0 {
-			return n, io.EOF
-		}
-		n += m
-	}
-	return n, nil
+func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
+	return f.whole("read", syscall.Pread, b, off, io.EOF)
 }
 
 // WriteAt writes b at off, as os.File.WriteAt does.
-func (f *rawFile) WriteAt(b []byte, off int64) (n int, err error) {
+func (f *rawFile) WriteAt(b []byte, off int64) (int, error) {
+	n, err := f.whole("write", syscall.Pwrite, b, off, io.ErrShortWrite)
+	if err == io.ErrShortWrite {
+		err = &os.PathError{Op: "write", Path: f.path, Err: err}
+	}
+	return n, err
+}
+
+// whole calls op (pread or pwrite) until all of b is done at off, retrying
+// on EINTR; a call that does nothing ends it with atEnd.
+func (f *rawFile) whole(name string, op func(int, []byte, int64) (int, error), b []byte, off int64, atEnd error) (n int, err error) {
 	for n < len(b) {
-		m, err := syscall.Pwrite(f.fd, b[n:], off+int64(n))
+		m, err := op(f.fd, b[n:], off+int64(n))
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
-			return n, &os.PathError{Op: "write", Path: f.path, Err: err}
+			return n, &os.PathError{Op: name, Path: f.path, Err: err}
 		}
 		if m == 0 {
-			return n, &os.PathError{Op: "write", Path: f.path, Err: io.ErrShortWrite}
+			return n, atEnd
 		}
 		n += m
 	}
