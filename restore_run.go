@@ -73,6 +73,14 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		if err != nil {
 			return err
 		}
+		if moving := cl.Remote(); len(moving) > 0 {
+			// Handed over to another store by dlqdump mv, which
+			// completes it: restoring it here would deliver it twice.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
+			defer cancel()
+			_ = cl.Release(rctx)
+			return fmt.Errorf("%w: segment %s is being moved to %s (run that dlqdump mv again to complete it)", ErrClaimed, name, moving[0].Remote)
+		}
 		g.keep = claims.Keep(ctx, cl, r.log)
 		g.ctx = g.keep.Context()
 		found = cl.Progress()

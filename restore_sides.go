@@ -77,9 +77,13 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	if err := g.r.claimer.Reserve(ctx, name, g.name); err != nil {
 		return err
 	}
-	sw, err := g.r.c.Reader.Create(ctx, area, name)
+	// Then it is staged under a name of this claim's, and published only
+	// if the claim still holds (claims.Claim.Publish): a pass that stalls
+	// past its lease here never publishes it after a takeover.
+	staged := g.keep.Claim().StagedName(name)
+	sw, err := g.r.c.Reader.Create(ctx, sink.AreaStaging, staged)
 	if err != nil {
-		return fmt.Errorf("%w: create %s segment %s: %w", ErrSink, area, name, err)
+		return fmt.Errorf("%w: stage %s segment %s: %w", ErrSink, area, name, err)
 	}
 	hdr := segment.Header{Codec: segment.CodecZstd, DataVersion: g.hdr.DataVersion, Created: g.hdr.Created, ID: sideID(g.hdr, name)}
 	// A side segment of an encrypted segment is encrypted under the same
@@ -92,23 +96,22 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	if err == nil {
 		err = w.Close()
 	}
-	existed := false
 	if err == nil {
 		err = sw.Commit(ctx)
 		if errors.Is(err, sink.ErrExist) {
-			// Published by an earlier, interrupted run (and counted
-			// then): drop this copy.
-			g.r.log.Info("a side segment is there already", slog.String("segment", g.name), slog.String("side", name))
-			err, existed = sw.Abort(), true
+			// Staged by an earlier attempt of this claim: that copy
+			// holds the same records.
+			err = sw.Abort()
 		}
 	}
 	if err != nil {
 		_ = sw.Abort()
 		return fmt.Errorf("%w: write %s segment %s for the records set aside from %s: %w", ErrSink, area, name, g.name, err)
 	}
-	if !existed {
-		g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
+	if err := g.keep.Publish(ctx, claims.Publication{Staged: staged, Name: name, Area: area}, nil); err != nil {
+		return fmt.Errorf("dlqdump: publish %s segment %s for the records set aside from %s: %w", area, name, g.name, err)
 	}
+	g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
 	return nil
 }
 

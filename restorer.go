@@ -269,8 +269,12 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 }
 
 // sweep removes the records of segments that are neither ready nor
-// quarantined, left by restorers that could not finish removing them.
+// quarantined, left by restorers that could not finish removing them, and
+// what was staged for a claim that ended before publishing it.
 func (r *Restorer) sweep(ctx context.Context, names []string) {
+	if _, err := r.claimer.SweepStaging(ctx); err != nil {
+		r.log.Debug("removing staged segments that will not be published failed", slog.Any("error", err))
+	}
 	for _, name := range names {
 		removed, err := r.claimer.Sweep(ctx, name)
 		switch {

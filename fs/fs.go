@@ -21,6 +21,7 @@
 //	DIR/quarantine/*.dlq          segments moved aside
 //	DIR/quarantine/*.dlq.reason   why, one text file per segment when known
 //	DIR/archive/*.dlq             restored segments, when archiving is on
+//	DIR/.staging/TOKEN-NAME.dlq   segments staged on behalf of a claim, published by moving them into an area
 //
 // A record is written by dlqdump's claim protocol (see the dlqdump package
 // documentation for its fields); a record that does not parse is treated as
@@ -43,6 +44,9 @@ const (
 	QuarantineDir = "quarantine"
 	ArchiveDir    = "archive"
 	ClaimsDir     = ".claims"
+	// StagingDir holds the segments a restorer or a command stages on
+	// behalf of a claim before its claim record lets them be published.
+	StagingDir = ".staging"
 )
 
 const (

@@ -70,6 +70,8 @@ func (r *Reader) areaDir(a sink.Area) (string, error) {
 		return filepath.Join(r.Directory, QuarantineDir), nil
 	case sink.AreaArchive:
 		return filepath.Join(r.Directory, ArchiveDir), nil
+	case sink.AreaStaging:
+		return filepath.Join(r.Directory, StagingDir), nil
 	}
 	return "", fmt.Errorf("dlqdump: fs: unknown area %v", a)
 }
@@ -208,7 +210,24 @@ func (s *segmentFile) Close() error                            { return s.f.Clos
 // other bytes, is an error wrapping sink.ErrExist (with the same bytes, the
 // source is removed: an earlier Move got that far).
 func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
+	return r.move(ctx, from, name, to, name, reason)
+}
+
+// Unstage moves a staged segment into an area under its own name, as Move
+// moves a segment (see sink.Reader).
+func (r *Reader) Unstage(ctx context.Context, staged, name string, to sink.Area, reason string) error {
+	if to == sink.AreaStaging {
+		return fmt.Errorf("dlqdump: fs: unstage %s into the staging area", staged)
+	}
+	return r.move(ctx, sink.AreaStaging, staged, to, name, reason)
+}
+
+// move renames segment name of area from to segment newName of area to.
+func (r *Reader) move(ctx context.Context, from sink.Area, name string, to sink.Area, newName, reason string) error {
 	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := checkName(newName); err != nil {
 		return err
 	}
 	fromDir, err := r.areaDir(from)
@@ -222,7 +241,7 @@ func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reas
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	src, dst := filepath.Join(fromDir, name), filepath.Join(toDir, name)
+	src, dst := filepath.Join(fromDir, name), filepath.Join(toDir, newName)
 	ok, err := isSegment(src)
 	if err != nil {
 		return err
@@ -230,8 +249,8 @@ func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reas
 	if !ok {
 		return notFound(from, name)
 	}
-	reasonPath := filepath.Join(toDir, name+reasonSuffix)
-	if from == to {
+	reasonPath := filepath.Join(toDir, newName+reasonSuffix)
+	if src == dst {
 		if to == sink.AreaQuarantine && reason != "" {
 			return writeFileAtomic(reasonPath, []byte(reason+"\n"), r.perm())
 		}
@@ -254,7 +273,7 @@ func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reas
 		if to == sink.AreaQuarantine {
 			if reason != "" {
 				if err := writeFileAtomic(reasonPath, []byte(reason+"\n"), r.perm()); err != nil {
-					return fmt.Errorf("dlqdump: fs: write reason for %s: %w", name, err)
+					return fmt.Errorf("dlqdump: fs: write reason for %s: %w", newName, err)
 				}
 			} else if err := removeIfExists(reasonPath); err != nil {
 				return err

@@ -38,17 +38,33 @@ func (r *Reader) Move(ctx context.Context, name string, from, to sink.Area, reas
 	if _, err := s.areaPrefix(to); err != nil {
 		return err
 	}
-	return s.move(ctx, name, from, to, reason)
+	return s.move(ctx, from, name, to, name, reason)
 }
 
-// move copies a segment to another area, unless something is there, and
-// deletes the original.
-func (s *store) move(ctx context.Context, name string, from, to sink.Area, reason string) error {
+// Unstage moves a staged segment into an area under its own name, as Move
+// moves a segment (see sink.Reader).
+func (r *Reader) Unstage(ctx context.Context, staged, name string, to sink.Area, reason string) error {
+	s, err := r.state()
+	if err != nil {
+		return err
+	}
+	if to == sink.AreaStaging {
+		return fmt.Errorf("dlqdump: s3: unstage %s into the staging area", staged)
+	}
+	if _, err := s.areaPrefix(to); err != nil {
+		return err
+	}
+	return s.move(ctx, sink.AreaStaging, staged, to, name, reason)
+}
+
+// move copies segment name of area from to segment newName of area to,
+// unless something is there, and deletes the original.
+func (s *store) move(ctx context.Context, from sink.Area, name string, to sink.Area, newName, reason string) error {
 	src, out, err := s.headSegment(ctx, from, name)
 	if err != nil {
 		return err
 	}
-	dst, err := s.key(to, name)
+	dst, err := s.key(to, newName)
 	if err != nil {
 		return err
 	}
@@ -81,7 +97,7 @@ func (s *store) move(ctx context.Context, name string, from, to sink.Area, reaso
 				return err
 			}
 			if there, herr := s.same(ctx, dst, src, out); herr != nil || !there {
-				return fmt.Errorf("%w: %s segment %s: %w", sink.ErrExist, to, name, err)
+				return fmt.Errorf("%w: %s segment %s: %w", sink.ErrExist, to, newName, err)
 			}
 		}
 	}

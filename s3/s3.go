@@ -39,6 +39,9 @@ const (
 	ClaimsPrefix = ".claims/"
 	// ClaimSuffix ends the key of a claim object.
 	ClaimSuffix = ".claim"
+	// StagingPrefix holds the segments staged on behalf of a claim before
+	// its claim record lets them be published (sink.AreaStaging).
+	StagingPrefix = ".staging/"
 
 	// MetaReason is the user metadata key (sent as the header
 	// x-amz-meta-dlqdump-reason) holding why a quarantined segment was moved
@@ -206,6 +209,8 @@ func (s *store) areaPrefix(a sink.Area) (string, error) {
 		return s.prefix + QuarantinePrefix, nil
 	case sink.AreaArchive:
 		return s.prefix + ArchivePrefix, nil
+	case sink.AreaStaging:
+		return s.prefix + StagingPrefix, nil
 	}
 	return "", fmt.Errorf("dlqdump: s3: unknown area %v", a)
 }

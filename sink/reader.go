@@ -18,9 +18,16 @@ const (
 	AreaReady Area = iota
 	AreaQuarantine
 	AreaArchive
+	// AreaStaging holds segments written on behalf of a claim before the
+	// claim protocol decides to publish them (dlqdump's fenced publish):
+	// no restorer lists it, and a staged segment becomes visible only
+	// through Unstage. It is not one of the areas users name (Valid is
+	// false for it); every sink supports it in List, Open, Create, Delete
+	// and Unstage.
+	AreaStaging
 )
 
-// String returns "ready", "quarantine" or "archive".
+// String returns "ready", "quarantine", "archive" or "staging".
 func (a Area) String() string {
 	switch a {
 	case AreaReady:
@@ -29,12 +36,19 @@ func (a Area) String() string {
 		return "quarantine"
 	case AreaArchive:
 		return "archive"
+	case AreaStaging:
+		return "staging"
 	}
 	return fmt.Sprintf("Area(%d)", uint8(a))
 }
 
-// Valid reports whether a is one of the three areas.
+// Valid reports whether a is one of the three areas users name: ready,
+// quarantine or archive.
 func (a Area) Valid() bool { return a <= AreaArchive }
+
+// Stored reports whether a sink stores segments in a: one of the three
+// areas or AreaStaging.
+func (a Area) Stored() bool { return a <= AreaStaging }
 
 // ParseArea returns the area named s.
 func ParseArea(s string) (Area, error) {
@@ -102,6 +116,17 @@ type Reader interface {
 	// Delete removes a segment. A missing segment is an error wrapping
 	// ErrNotFound.
 	Delete(ctx context.Context, area Area, name string) error
+	// Unstage moves the segment staged in AreaStaging as staged into area
+	// to, named name, with Move's guarantees: it never replaces a segment
+	// (a segment of that name there already is an error wrapping
+	// ErrExist, unless it holds the same bytes: then the staged one is
+	// removed and Unstage succeeds), reason is kept with a segment moved
+	// to quarantine, and a missing staged segment is an error wrapping
+	// ErrNotFound. The claim protocol stages a segment under a name only
+	// its claim uses and unstages it only once the claim's record says
+	// so, so that a holder that stalls past its lease never makes
+	// anything visible.
+	Unstage(ctx context.Context, staged, name string, to Area, reason string) error
 
 	Records
 }

@@ -10,8 +10,8 @@
 //
 // It tests the primitives of package sink, the ones the claim protocol and
 // the Restorer are built on (those are tested once, above the sinks):
-// publishing (Writer and Reader.Create), listing, reading, Move, Delete and
-// the compare-and-swap records. Besides what the interfaces document, the
+// publishing (Writer and Reader.Create), listing, reading, Move, Delete, the
+// staging area and Unstage, and the compare-and-swap records. Besides what the interfaces document, the
 // suite requires:
 //
 //   - File.ReadAt follows io.ReaderAt, returning io.EOF with a short read
@@ -105,6 +105,8 @@ var tests = []struct {
 	{"MoveRefusesToReplace", testMoveRefuses},
 	{"MoveAfterMove", testMoveAfterMove},
 	{"Delete", testDelete},
+	{"Unstage", testUnstage},
+	{"UnstageRefusesToReplace", testUnstageRefuses},
 
 	{"RecordCreateIfAbsent", testRecordCreate},
 	{"RecordCompareAndSwap", testRecordCAS},

@@ -43,8 +43,14 @@ func genIdentity(t *testing.T) *age.X25519Identity {
 // and returns the directory and the items.
 func encryptedDump(t *testing.T, n int, recipients ...envelope.Recipient) (string, []string) {
 	t.Helper()
+	return encryptedDumpSized(t, n, 8*dlqdump.Kilobyte, recipients...)
+}
+
+// encryptedDumpSized is encryptedDump with segments of capacity bytes.
+func encryptedDumpSized(t *testing.T, n int, capacity dlqdump.MemorySize, recipients ...envelope.Recipient) (string, []string) {
+	t.Helper()
 	dir := t.TempDir()
-	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 8 * dlqdump.Kilobyte,
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: capacity,
 		BlockSize: dlqdump.Kilobyte, Encryption: &dlqdump.Encryption{Recipients: recipients}})
 	if err != nil {
 		t.Fatal(err)

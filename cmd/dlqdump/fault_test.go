@@ -37,7 +37,7 @@ import (
 const (
 	faultArgsEnv = "DLQDUMP_FAULT_ARGS" // JSON: the command line of a child
 	faultAtEnv   = "DLQDUMP_FAULT_AT"   // interrupt after this sink operation (from 1); 0: never
-	faultSigEnv  = "DLQDUMP_FAULT_SIG"  // KILL or INT
+	faultSigEnv  = "DLQDUMP_FAULT_SIG"  // KILL, INT or STOP
 	faultLogEnv  = "DLQDUMP_FAULT_LOG"  // the child appends a line per sink operation there
 	faultFullEnv = "DLQDUMP_FAULT_FULL" // 1: every fault point, not a sample
 )
@@ -93,6 +93,11 @@ func (f *faults) op(format string, args ...any) {
 		}
 	case "INT":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	case "STOP":
+		// Stopped past its lease, as by a GC pause or a VM migration:
+		// the whole process, renewals included, until the test
+		// continues it (whenStopped).
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	}
 }
 
@@ -139,6 +144,12 @@ func (r *faultReader) Create(ctx context.Context, area sink.Area, name string) (
 func (r *faultReader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
 	err := r.Reader.Move(ctx, name, from, to, reason)
 	r.f.op("move %s %s->%s", short(name), from, to)
+	return err
+}
+
+func (r *faultReader) Unstage(ctx context.Context, staged, name string, to sink.Area, reason string) error {
+	err := r.Reader.Unstage(ctx, staged, name, to, reason)
+	r.f.op("unstage %s %s", short(name), to)
 	return err
 }
 
@@ -312,7 +323,7 @@ func isChange(op string) bool {
 		return false
 	}
 	switch f[1] {
-	case "create", "write", "commit", "move", "delete", "write-record", "delete-record", "recover":
+	case "create", "write", "commit", "move", "unstage", "delete", "write-record", "delete-record", "recover":
 		return true
 	}
 	return false

@@ -183,6 +183,13 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 		}
 	}
 	var newName string
+	// The copy is staged under a name of this claim's and published only
+	// if the claim still holds (claims.Claim.Publish): a rewrap that stalls
+	// past its lease never publishes its copy after a restorer took the
+	// original over.
+	stage := func(name string) (sink.SegmentWriter, error) {
+		return l.reader.Create(ctx, sink.AreaStaging, cl.StagedName(name))
+	}
 	publish := func(sw sink.SegmentWriter, name string, shift int64) error {
 		// The copy's record first: pending on the original, with the
 		// progress moved by the shift.
@@ -198,19 +205,17 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 		if err := a.putRecord(l, name, &rec); err != nil {
 			return err
 		}
-		// Then the original names its copy, so that a restorer taking it
-		// over after an interruption knows what became of it.
+		if err := sw.Commit(ctx); err != nil {
+			return err
+		}
+		// Then, in one write of the claim's record, the original names
+		// its copy and the copy is published: a restorer taking the
+		// original over finds the copy in place and removes the original.
 		prog.Successor = name
-		if err := keep.Save(ctx, prog.Marshal()); err != nil {
-			return err
-		}
-		if err := keep.Hold(); err != nil {
-			return err
-		}
 		newName = name
-		return sw.Commit(ctx)
+		return keep.Publish(ctx, claims.Publication{Staged: cl.StagedName(name), Name: name, Area: sink.AreaReady}, prog.Marshal())
 	}
-	if err := a.rewrapCopy(l, si, recs, publish); err != nil {
+	if err := a.rewrapCopy(l, si, recs, stage, publish); err != nil {
 		return "", err
 	}
 	return newName, finish()
@@ -220,7 +225,8 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 // copy is published and the original deleted.
 func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
 	var newName string
-	err := a.rewrapCopy(l, si, recs, func(sw sink.SegmentWriter, name string, _ int64) error {
+	create := func(name string) (sink.SegmentWriter, error) { return l.reader.Create(a.ctx, si.Area, name) }
+	err := a.rewrapCopy(l, si, recs, create, func(sw sink.SegmentWriter, name string, _ int64) error {
 		newName = name
 		return sw.Commit(a.ctx)
 	})
@@ -233,10 +239,11 @@ func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipien
 	return newName, nil
 }
 
-// rewrapCopy writes the copy of a segment with its key wrapped for recs and
-// calls publish to publish it (publish commits sw), then reads the copy
-// back: its blocks must verify.
-func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, publish func(sw sink.SegmentWriter, name string, shift int64) error) error {
+// rewrapCopy writes the copy of a segment with its key wrapped for recs into
+// the segment create starts for the copy's name, and calls publish to publish
+// it into the segment's area (publish commits sw), then reads the copy back:
+// its blocks must verify.
+func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, name string, shift int64) error) error {
 	ctx := a.ctx
 	f, err := l.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
@@ -268,7 +275,7 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, p
 	created := sr.Header().Created
 	id := segment.NewID(created)
 	name := segment.FileName(created, id)
-	sw, err := l.reader.Create(ctx, si.Area, name)
+	sw, err := create(name)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", l.segPath(si.Area, name), err)
 	}

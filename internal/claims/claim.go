@@ -125,6 +125,15 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	if cl.moved {
 		return cl.endLocked(ctx, to) // a retry after the segment moved
 	}
+	// What the claim decided to publish goes into place before the
+	// segment goes: side segments and copies need their parent's record
+	// no more once it is finished.
+	if err := cl.settleLocked(ctx); err != nil {
+		return err
+	}
+	if len(cl.rec.Publishing) > 0 {
+		return fmt.Errorf("dlqdump: finish segment %s: it is being handed over to %s (dlqdump mv): run that move again", cl.name, cl.rec.Publishing[0].Remote)
+	}
 	rec := cl.rec
 	rec.State = StateFinishing
 	if err := cl.writeLocked(ctx, "finish", rec); err != nil {

@@ -161,7 +161,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		prev = rec
 	}
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
-		Written: time.Now().UTC(), Progress: prev.Progress}
+		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing, Staged: prev.Staged}
 	start := c.now()
 	b := rec.marshal()
 	newVersion, err := c.store.WriteRecord(ctx, name, b, version)
@@ -178,7 +178,17 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		newVersion = curVersion
 	}
 	c.forget(name)
-	return &Claim{c: c, name: name, rec: rec, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}, nil
+	cl := &Claim{c: c, name: name, rec: rec, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}
+	if len(rec.Publishing) > 0 {
+		// The previous holder decided to publish these: move them into
+		// place now (what fails is tried again by Finish).
+		cl.mu.Lock()
+		if err := cl.settleLocked(ctx); err != nil {
+			c.log.Warn("publishing what the previous holder of a claim decided failed; retried before the segment is finished", slog.String("segment", name), slog.Any("error", err))
+		}
+		cl.mu.Unlock()
+	}
+	return cl, nil
 }
 
 // expired reports whether the held record of name, at version, has been seen
@@ -268,6 +278,13 @@ func (c *Claimer) Sweep(ctx context.Context, name string) (bool, error) {
 	if rec, ok := Parse(data); ok {
 		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
 			return false, nil
+		}
+		if rec.Staged != "" {
+			// A copy from another store, staged until its command
+			// moves it into place.
+			if staged, err := c.present(ctx, sink.AreaStaging, rec.Staged); err != nil || staged {
+				return false, err
+			}
 		}
 		if rec.State == StatePending {
 			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {

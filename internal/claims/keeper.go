@@ -122,7 +122,24 @@ func (k *Keeper) Save(ctx context.Context, progress json.RawMessage) error {
 func (k *Keeper) saveCtx(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	err := k.claim.Save(ctx, k.progress)
+	return k.wroteLocked(k.claim.Save(ctx, k.progress))
+}
+
+// Publish decides to publish p on behalf of the kept claim and moves it into
+// place (Claim.Publish), saving the progress recorded so far, or progress
+// when not nil, with the decision.
+func (k *Keeper) Publish(ctx context.Context, p Publication, progress json.RawMessage) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if progress != nil {
+		k.progress = progress
+	}
+	return k.wroteLocked(k.claim.Publish(ctx, p, k.progress))
+}
+
+// wroteLocked updates the trust in the claim after a write of its record
+// that returned err.
+func (k *Keeper) wroteLocked(err error) error {
 	if err == nil {
 		k.trust.Stop()
 		k.expired.Store(false)

@@ -45,6 +45,11 @@ const Version = 2
 //
 //	{"v":2,"rev":1,"state":"pending","parent":"NAME.dlq","written":"…"}
 //
+// A holder that publishes a segment on behalf of its claim records the
+// decision in its record until the segment is in place (see Publish):
+//
+//	{…,"publishing":[{"staged":"TOKEN-NAME.dlq","name":"NAME.dlq","area":1}]}
+//
 // Owner is a label for people; claims are told apart by Token, random per
 // claim, empty once released. Rev grows by one with every write, so no two
 // writes store the same bytes and a sink's content-derived version always
@@ -63,6 +68,13 @@ type Record struct {
 	Parent   string          `json:"parent,omitempty"`
 	Written  time.Time       `json:"written,omitzero"`
 	Progress json.RawMessage `json:"progress,omitempty"`
+	// Publishing lists the segments the holder decided to publish on
+	// behalf of its claim that may not be in place yet (see Publish).
+	Publishing []Publication `json:"publishing,omitempty"`
+	// Staged, in the record of a segment copied here from another store
+	// (dlqdump mv), names the staged copy that its command moves into
+	// place once the source's claim record says so.
+	Staged string `json:"staged,omitempty"`
 }
 
 // Held reports whether a restorer holds the claim (until it expires).

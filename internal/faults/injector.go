@@ -51,20 +51,65 @@ type Injector struct {
 	// Default: the process kills itself (SIGKILL on Unix), so nothing is
 	// flushed or cleaned up.
 	Kill func(Point)
+	// Stop, when set, is called for Pause and PauseAfter instead of
+	// pausing the calls through the injector: in a child process, it
+	// stops the whole process (SIGSTOP) until its parent continues it,
+	// and returns then. Set it before the first call.
+	Stop func(Point)
 
 	points  []Point
 	release chan struct{}
+	resume  chan struct{}
 
-	mu     sync.Mutex
-	calls  map[Op]int
-	fired  []Point
-	closed bool // released
+	mu      sync.Mutex
+	calls   map[Op]int
+	fired   []Point
+	closed  bool // released
+	paused  bool // a Pause fired and Resume was not called yet
+	resumed bool
 }
 
 // New returns an Injector that hits the given points; with none it only
 // counts.
 func New(points ...Point) *Injector {
-	return &Injector{points: points, calls: map[Op]int{}, release: make(chan struct{})}
+	return &Injector{points: points, calls: map[Op]int{}, release: make(chan struct{}), resume: make(chan struct{})}
+}
+
+// Resume ends a pause: the paused calls go on. It may be called more than
+// once, and before a pause (which then does not wait).
+func (in *Injector) Resume() {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.resumed {
+		in.resumed = true
+		close(in.resume)
+	}
+}
+
+// pause pauses the caller at p: with Stop, the process; otherwise every call
+// through the injector until Resume.
+func (in *Injector) pause(p Point) {
+	if in.Stop != nil {
+		in.Stop(p)
+		return
+	}
+	in.mu.Lock()
+	in.paused = true
+	in.mu.Unlock()
+	<-in.resume
+}
+
+// waitPaused holds a call while the injector is paused.
+func (in *Injector) waitPaused() {
+	in.mu.Lock()
+	paused := in.paused
+	in.mu.Unlock()
+	if paused {
+		<-in.resume
+	}
 }
 
 // Counts returns how many calls of each Op were seen so far.
@@ -149,18 +194,32 @@ func CallFailing[T any](ctx context.Context, in *Injector, op Op, fn func() (T, 
 	if in == nil {
 		return fn()
 	}
+	in.waitPaused()
 	k, p := in.next(op)
 	if p == nil {
 		v, err := fn()
 		in.observe(Event{Op: op, K: k, Err: err})
 		return v, err
 	}
-	if in.OnFire != nil && p.Mode != StallAfter {
+	if in.OnFire != nil && p.Mode != StallAfter && p.Mode != PauseAfter {
 		in.OnFire(*p)
 	}
 	var zero T
 	fault := &Error{Point: *p}
 	switch p.Mode {
+	case Pause, PauseAfter:
+		if p.Mode == Pause {
+			in.pause(*p)
+		}
+		v, err := fn()
+		if p.Mode == PauseAfter {
+			if in.OnFire != nil {
+				in.OnFire(*p) // once the call took effect
+			}
+			in.pause(*p)
+		}
+		in.observe(Event{Op: op, K: k, Fault: p, Err: err})
+		return v, err
 	case Fail:
 		if fail != nil {
 			fail()

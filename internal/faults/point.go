@@ -15,7 +15,9 @@ type Mode uint8
 
 // Modes. Fail and Lost run in process; Crash and CrashAfter end the process
 // and are meant for a child process that a test restarts; Stall and
-// StallAfter hold the call until Injector.Release.
+// StallAfter hold the call until Injector.Release; Pause and PauseAfter
+// pause every call until Injector.Resume, as a process stopped past its
+// lease that goes on.
 const (
 	// Fail makes the call fail without effect: it is not made.
 	Fail Mode = iota + 1
@@ -34,11 +36,22 @@ const (
 	// StallAfter makes the call, then holds its answer as Stall does and
 	// fails it: a request that took effect and whose answer never came.
 	StallAfter
+	// Pause pauses the caller just before the call, and every call
+	// through the injector from then on, until Injector.Resume; then the
+	// calls are made as usual: a process stopped (a GC pause, SIGSTOP, a
+	// VM migration, a slow request) for longer than its lease, while
+	// another takes its claims over, that then goes on. In a child
+	// process the injector can stop the whole process instead (Stop).
+	Pause
+	// PauseAfter makes the call and then pauses as Pause does, before its
+	// caller sees the answer.
+	PauseAfter
 )
 
-var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall", StallAfter: "stall-after"}
+var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall", StallAfter: "stall-after", Pause: "pause", PauseAfter: "pause-after"}
 
-// String returns "fail", "lost", "crash", "crash-after" or "stall".
+// String returns the mode's name: "fail", "lost", "crash", "crash-after",
+// "stall", "stall-after", "pause" or "pause-after".
 func (m Mode) String() string {
 	if int(m) < len(modeNames) && modeNames[m] != "" {
 		return modeNames[m]
@@ -61,6 +74,10 @@ func (m Mode) Describe() string {
 		return "hangs until the run gives up"
 	case StallAfter:
 		return "takes effect, its answer hangs until the run gives up"
+	case Pause:
+		return "process paused past its lease before the call, then goes on"
+	case PauseAfter:
+		return "process paused past its lease after the call took effect, then goes on"
 	}
 	return m.String()
 }
@@ -72,7 +89,7 @@ func ParseMode(s string) (Mode, error) {
 			return Mode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after, stall or stall-after)", s)
+	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after, stall, stall-after, pause or pause-after)", s)
 }
 
 // Kills reports whether the mode ends the process.
@@ -80,6 +97,9 @@ func (m Mode) Kills() bool { return m == Crash || m == CrashAfter }
 
 // Stalls reports whether the mode holds the call.
 func (m Mode) Stalls() bool { return m == Stall || m == StallAfter }
+
+// Pauses reports whether the mode pauses the process.
+func (m Mode) Pauses() bool { return m == Pause || m == PauseAfter }
 
 // Point is a fault point: the K-th call (counted from 1) of Op, hit in Mode.
 type Point struct {

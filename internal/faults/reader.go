@@ -14,6 +14,8 @@ const (
 	OpOpen         Op = "Reader.Open"
 	OpReaderCreate Op = "Reader.Create"
 	OpMove         Op = "Reader.Move"
+	OpUnstage      Op = "Reader.Unstage"
+	OpNames        Op = "Reader.Names"
 	OpDelete       Op = "Reader.Delete"
 	OpReadRecord   Op = "Reader.ReadRecord"
 	OpWriteRecord  Op = "Reader.WriteRecord"
@@ -27,18 +29,41 @@ const (
 // WrapReader returns r with every call counted by in and failed where in's
 // plan says, as WrapWriter does for the dump side: each method of
 // sink.Reader, the ReadAt and Close of the Files it opens, the methods of
-// the SegmentWriters it creates, and Recover when r is a sink.Recoverer. A listing (List, RecordNames) is one call:
-// Fail yields only the failure, Lost lists everything first and then yields
-// only the failure.
+// the SegmentWriters it creates, and the optional interfaces r implements
+// (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister),
+// and no others. A listing (List, Names, RecordNames) is one call: Fail
+// yields only the failure, Lost lists everything first and then yields only
+// the failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
 	w := &reader{inner: r, in: in}
-	if _, ok := r.(sink.Recoverer); ok {
+	_, rec := r.(sink.Recoverer)
+	_, names := r.(sink.NameLister)
+	switch {
+	case rec && names:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+		}{w, readerRecoverer{w}, readerNames{w}}
+	case rec:
 		return struct {
 			*reader
 			sink.Recoverer
 		}{w, readerRecoverer{w}}
+	case names:
+		return struct {
+			*reader
+			sink.NameLister
+		}{w, readerNames{w}}
 	}
 	return w
+}
+
+// readerNames forwards a wrapped Reader's Names, counted.
+type readerNames struct{ r *reader }
+
+func (rn readerNames) Names(ctx context.Context, area sink.Area) iter.Seq2[string, error] {
+	return listing(ctx, rn.r.in, OpNames, func() iter.Seq2[string, error] { return rn.r.inner.(sink.NameLister).Names(ctx, area) })
 }
 
 // readerRecoverer forwards a wrapped Reader's Recover, counted.
@@ -114,6 +139,10 @@ func (r *reader) Create(ctx context.Context, area sink.Area, name string) (sink.
 
 func (r *reader) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
 	return r.in.Do(ctx, OpMove, func() error { return r.inner.Move(ctx, name, from, to, reason) })
+}
+
+func (r *reader) Unstage(ctx context.Context, staged, name string, to sink.Area, reason string) error {
+	return r.in.Do(ctx, OpUnstage, func() error { return r.inner.Unstage(ctx, staged, name, to, reason) })
 }
 
 func (r *reader) Delete(ctx context.Context, area sink.Area, name string) error {

@@ -40,6 +40,7 @@ func (m *memReader) Create(context.Context, sink.Area, string) (sink.SegmentWrit
 	return &fakeSegment{}, nil
 }
 func (m *memReader) Move(context.Context, string, sink.Area, sink.Area, string) error { return nil }
+func (m *memReader) Unstage(context.Context, string, string, sink.Area, string) error { return nil }
 func (m *memReader) Delete(_ context.Context, _ sink.Area, name string) error {
 	delete(m.segs, name)
 	return nil

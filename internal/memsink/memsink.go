@@ -21,7 +21,7 @@ import (
 // Store is an in-memory sink. The zero value is not usable; call New.
 type Store struct {
 	mu      sync.Mutex
-	areas   [3]map[string]*object
+	areas   [4]map[string]*object
 	records map[string]record
 	rev     uint64
 }
@@ -49,7 +49,7 @@ func New() *Store {
 }
 
 func (s *Store) area(a sink.Area) (map[string]*object, error) {
-	if !a.Valid() {
+	if !a.Stored() {
 		return nil, fmt.Errorf("memsink: unknown area %v", a)
 	}
 	return s.areas[a], nil
@@ -226,6 +226,18 @@ var _ io.ReaderAt = file{}
 
 // Move moves a segment unless the destination has one of that name.
 func (s *Store) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
+	return s.move(ctx, from, name, to, name, reason)
+}
+
+// Unstage moves a staged segment into an area under its own name.
+func (s *Store) Unstage(ctx context.Context, staged, name string, to sink.Area, reason string) error {
+	if to == sink.AreaStaging {
+		return fmt.Errorf("memsink: unstage %s into the staging area", staged)
+	}
+	return s.move(ctx, sink.AreaStaging, staged, to, name, reason)
+}
+
+func (s *Store) move(ctx context.Context, from sink.Area, name string, to sink.Area, newName, reason string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -243,15 +255,15 @@ func (s *Store) Move(ctx context.Context, name string, from, to sink.Area, reaso
 	if o == nil {
 		return notFound(from, name)
 	}
-	if from == to {
+	if from == to && name == newName {
 		if to == sink.AreaQuarantine {
 			o.reason = reason
 		}
 		return nil
 	}
-	if d, ok := dst[name]; ok {
+	if d, ok := dst[newName]; ok {
 		if !bytes.Equal(d.data, o.data) {
-			return fmt.Errorf("%w: %s segment %s", sink.ErrExist, to, name)
+			return fmt.Errorf("%w: %s segment %s", sink.ErrExist, to, newName)
 		}
 	}
 	delete(src, name)
@@ -259,7 +271,7 @@ func (s *Store) Move(ctx context.Context, name string, from, to sink.Area, reaso
 	if to == sink.AreaQuarantine {
 		moved.reason = reason
 	}
-	dst[name] = moved
+	dst[newName] = moved
 	return nil
 }
 
