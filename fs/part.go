@@ -25,7 +25,8 @@ func partName(name string) string { return "." + name + partSuffix }
 // file (".NAME.part") published on Commit by a rename that never replaces a
 // file: a segment of that name already there makes Commit fail with an error
 // wrapping sink.ErrExist. A temporary file of the same name left by a writer
-// that is gone is removed first.
+// that is gone is removed first; in the staging area, where every claim
+// stages under names of its own, every one such is.
 func (r *Reader) Create(ctx context.Context, area sink.Area, name string) (sink.SegmentWriter, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -39,6 +40,11 @@ func (r *Reader) Create(ctx context.Context, area sink.Area, name string) (sink.
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("dlqdump: fs: create directory: %w", err)
+	}
+	if area == sink.AreaStaging {
+		if err := removeStaleParts(ctx, dir, r.logger()); err != nil {
+			return nil, err
+		}
 	}
 	tmp := filepath.Join(dir, partName(name))
 	for attempt := 0; ; attempt++ {

@@ -418,7 +418,7 @@ func (r *Reader) Recover(ctx context.Context) ([]string, error) {
 			errs = append(errs, err)
 		}
 	}
-	for a := sink.AreaReady; a <= sink.AreaArchive; a++ {
+	for a := sink.AreaReady; a <= sink.AreaStaging; a++ {
 		dir, _ := r.areaDir(a)
 		if err := removeStaleParts(ctx, dir, r.logger()); err != nil {
 			errs = append(errs, err)

@@ -40,19 +40,22 @@ the claim is renewed, the restorer is alive and the segment is left in
 place (the exit status is then 1); if it is not renewed within its lease
 (the claim of a restorer or an mv that was killed), it is taken over.
 
-Its bytes are copied, published atomically in DST (never in part) and read
-back (same size and SHA-256), and only then is the source deleted. A
-segment that a restorer had partly restored is moved whole with its restore
-progress: its claim record is written in DST, released, before the copy is
-published there, so a restore in DST resumes after the records delivered
-already and never delivers them again. A quarantined segment keeps its
-reason and its record (what was delivered before it was quarantined).
+Its bytes are copied into DST (never published in part) and read back
+(same size and SHA-256); the copy is published there only once the
+segment's claim record in SRC says so, and then the source is deleted. A mv
+that stops past its lease meanwhile (a restorer in SRC took the segment
+over and restores it there) never publishes its copy. Once a copy is
+decided, no restorer in SRC restores the segment: an interrupted mv is
+completed by running it again. A segment that a restorer had partly
+restored is moved whole with its restore progress: its claim record is
+written in DST, released, before the copy is published there, so a restore
+in DST resumes after the records delivered already and never delivers them
+again. A quarantined segment keeps its reason and its record (what was
+delivered before it was quarantined).
 
 A segment already in DST with the same bytes only has its source deleted;
 one with other bytes is an error. So an interrupted mv can be run again: it
-completes the move. (If mv is killed after publishing a copy and before
-deleting its source, a restorer in SRC that takes the source over, one
-lease later, before mv is run again restores it there too.)`
+completes the move.`
 	}
 	cmd := &cobra.Command{
 		Use:   verb + " SRC DST [SEGMENT...]",

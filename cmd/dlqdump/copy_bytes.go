@@ -15,9 +15,8 @@ import (
 // transfer puts a copy of a segment into the same area of DST: it recognises
 // an identical copy there already, or calls prepare (which writes what must
 // be in DST before the copy is) and copies the bytes, publishing them only
-// if nothing of that name is there and hold (if set) says the claim on the
-// source still holds. A quarantined segment gets its reason.
-func (c *copier) transfer(si sink.Info, prepare func(sameThere bool) error, hold func() error, res copyResult) (copyResult, error) {
+// if nothing of that name is there. A quarantined segment gets its reason.
+func (c *copier) transfer(si sink.Info, prepare func(sameThere bool) error, res copyResult) (copyResult, error) {
 	if ex, ok := c.existing[si.Area][si.Name]; ok {
 		if err := c.mustBeSame(si); err != nil {
 			return res, err
@@ -31,11 +30,19 @@ func (c *copier) transfer(si sink.Info, prepare func(sameThere bool) error, hold
 	if err := prepare(false); err != nil {
 		return res, err
 	}
-	size, same, err := c.copyBytes(si, hold)
+	size, err := c.copyBytes(si, si.Area, si.Name)
+	if errors.Is(err, sink.ErrExist) {
+		// Published meanwhile (by another copy): it must be this one.
+		if err := c.mustBeSame(si); err != nil {
+			return res, err
+		}
+		res.same = true
+		return res, c.keepReason(si, "")
+	}
 	if err != nil {
 		return res, err
 	}
-	res.size, res.same = size, same
+	res.size = size
 	return res, c.keepReason(si, "")
 }
 
@@ -65,24 +72,24 @@ func (c *copier) keepReason(si sink.Info, had string) error {
 	return nil
 }
 
-// copyBytes copies a segment's bytes into the same area of DST through the
-// destination's Reader.Create, publishes them unless a segment of that name
-// is there (then it must be identical: same reports it) and reads the copy
+// copyBytes copies a segment's bytes into DST, as segment name of area,
+// through the destination's Reader.Create, publishes them unless a segment
+// of that name is there (an error wrapping sink.ErrExist) and reads the copy
 // back. Nothing is published in part: an interrupted copy leaves at most a
 // temporary file (fs: ".NAME.part") that the next copy of the segment, or
 // the next restore, removes.
-func (c *copier) copyBytes(si sink.Info, hold func() error) (size int64, same bool, err error) {
+func (c *copier) copyBytes(si sink.Info, area sink.Area, name string) (size int64, err error) {
 	ctx := c.a.ctx
-	srcPath, dstPath := c.src.segPath(si.Area, si.Name), c.dst.segPath(si.Area, si.Name)
+	srcPath, dstPath := c.src.segPath(si.Area, si.Name), c.dst.segPath(area, name)
 	f, err := c.src.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
-		return 0, false, fmt.Errorf("open %s: %w", srcPath, err)
+		return 0, fmt.Errorf("open %s: %w", srcPath, err)
 	}
 	defer f.Close()
 	size = f.Size()
-	sw, err := c.dst.reader.Create(ctx, si.Area, si.Name)
+	sw, err := c.dst.reader.Create(ctx, area, name)
 	if err != nil {
-		return 0, false, fmt.Errorf("create %s: %w", dstPath, err)
+		return 0, fmt.Errorf("create %s: %w", dstPath, err)
 	}
 	committed := false
 	defer func() {
@@ -98,7 +105,7 @@ func (c *copier) copyBytes(si sink.Info, hold func() error) (size int64, same bo
 	}
 	for n := int64(0); n < size; {
 		if err := ctx.Err(); err != nil {
-			return 0, false, err
+			return 0, err
 		}
 		k := min(int64(len(buf)), size-n)
 		got, err := f.ReadAt(buf[:k], n)
@@ -106,45 +113,36 @@ func (c *copier) copyBytes(si sink.Info, hold func() error) (size int64, same bo
 			if err == nil || err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, false, fmt.Errorf("read %s at offset %d: %w", srcPath, n, err)
+			return 0, fmt.Errorf("read %s at offset %d: %w", srcPath, n, err)
 		}
 		if _, err := sw.Write(buf[:k]); err != nil {
-			return 0, false, fmt.Errorf("write %s at offset %d: %w", dstPath, n, err)
+			return 0, fmt.Errorf("write %s at offset %d: %w", dstPath, n, err)
 		}
 		h.Write(buf[:k])
 		n += k
 		c.bar.set(start + n)
 	}
-	if hold != nil {
-		if err := hold(); err != nil {
-			return 0, false, fmt.Errorf("%s not published: %w", dstPath, err)
-		}
-	}
 	if err := sw.Commit(ctx); err != nil {
-		if !errors.Is(err, sink.ErrExist) {
-			return 0, false, fmt.Errorf("publish %s: %w", dstPath, err)
+		if errors.Is(err, sink.ErrExist) {
+			return 0, err
 		}
-		// Published meanwhile (by another copy): it must be this one.
-		if err := c.mustBeSame(si); err != nil {
-			return 0, false, err
-		}
-		return 0, true, nil
+		return 0, fmt.Errorf("publish %s: %w", dstPath, err)
 	}
 	committed = true
-	if err := c.checkCopy(si, size, h.Sum(nil)); err != nil {
-		if derr := c.dst.reader.Delete(context.WithoutCancel(ctx), si.Area, si.Name); derr != nil {
+	if err := c.checkCopy(area, name, size, h.Sum(nil)); err != nil {
+		if derr := c.dst.reader.Delete(context.WithoutCancel(ctx), area, name); derr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the bad copy: %w", derr))
 		}
-		return 0, false, err
+		return 0, err
 	}
-	return size, false, nil
+	return size, nil
 }
 
 // checkCopy reads a published copy back and compares it with the size and
 // SHA-256 of the original.
-func (c *copier) checkCopy(si sink.Info, size int64, sum []byte) error {
-	dstPath := c.dst.segPath(si.Area, si.Name)
-	got, gotSize, err := c.a.hashSegment(c.dst, si.Area, si.Name)
+func (c *copier) checkCopy(area sink.Area, name string, size int64, sum []byte) error {
+	dstPath := c.dst.segPath(area, name)
+	got, gotSize, err := c.a.hashSegment(c.dst, area, name)
 	if err != nil {
 		return fmt.Errorf("read back %s: %w", dstPath, err)
 	}

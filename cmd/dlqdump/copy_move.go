@@ -39,7 +39,7 @@ func (c *copier) copyPlain(si sink.Info) (res copyResult, err error) {
 		}
 		return c.putRecord(si, rec, sameThere)
 	}
-	res, err = c.transfer(si, prepare, nil, res)
+	res, err = c.transfer(si, prepare, res)
 	if err != nil || !c.move {
 		return res, err
 	}
@@ -75,11 +75,14 @@ func (c *copier) cpNotes(si sink.Info) []string {
 
 // moveReady moves a ready segment: it claims it, so that no restorer takes
 // it meanwhile, writes its restore progress (if any) into DST's record,
-// released, before the copy is published there, and finishes the claim by
-// deleting the source once the copy is read back.
+// released, stages the copy in DST, and publishes it there only once the
+// claim's record in SRC says so (a fenced publish: a mv that stalls past its
+// lease while a restorer takes the segment over never publishes its copy);
+// then it deletes the source. From that decision on, no restorer in SRC
+// restores the segment: an interrupted mv is completed by running it again.
 func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 	a, ctx := c.a, c.a.ctx
-	srcPath, dstPath := c.src.segPath(si.Area, si.Name), c.dst.segPath(si.Area, si.Name)
+	srcPath := c.src.segPath(si.Area, si.Name)
 	claimer, err := a.claimerOf(c.src)
 	if err != nil {
 		return res, err
@@ -104,36 +107,79 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 			err = errors.Join(err, fmt.Errorf("release the claim on %s: %w", srcPath, rerr))
 		}
 	}()
+	finish := func() error {
+		keep.Stop()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		if err := cl.Finish(fctx, claims.Destination{Delete: true}); err != nil {
+			if errors.Is(err, claims.ErrLeaseLost) {
+				ended = true
+				return fmt.Errorf("moved to %s, but the claim on %s was taken over before it was deleted (no restorer restores it: run mv again to delete it): %w", c.dst, srcPath, err)
+			}
+			return fmt.Errorf("moved to %s, but deleting the source %s failed (run mv again): %w", c.dst, srcPath, err)
+		}
+		ended = true
+		return nil
+	}
+	// A move decided by an earlier mv, interrupted: complete it.
+	for _, p := range cl.Remote() {
+		if p.Remote != c.dst.id() {
+			return res, fmt.Errorf("%s is being moved to %s by an earlier mv: run that one again", srcPath, p.Remote)
+		}
+		done, err := c.unstage(si, p.Staged)
+		if err != nil {
+			return res, err
+		}
+		cl.Unstaged(p.Staged)
+		if done {
+			res.notes = append(res.notes, "completed a move an earlier mv began")
+			return res, finish()
+		}
+		// Its staged copy is gone: the segment is copied again.
+	}
 	progress := cl.Progress()
 	v := &claimView{}
 	v.prog, v.progErr = claims.ParseProgress(progress)
 	started := v.progErr != nil || v.started()
-	prepare := func(sameThere bool) error {
-		rec := claims.Record{V: claims.Version, Owner: claimer.Owner(), Rev: 1, LeaseMS: a.lease.Milliseconds(),
-			Written: time.Now().UTC(), Progress: progress}
-		if !started {
-			rec.Progress = nil
+	if _, ok := c.existing[si.Area][si.Name]; ok {
+		// A copy with the same bytes is there already (cp'd there):
+		// the source goes, DST's record is DST's truth.
+		if err := c.mustBeSame(si); err != nil {
+			return res, err
 		}
-		data, err := json.Marshal(&rec)
-		if err != nil {
-			return err
-		}
-		if sameThere && !started {
-			return nil // DST's own record, if any, is DST's truth
-		}
-		return c.putRecord(si, data, sameThere)
+		res.same = true
+		return res, finish()
 	}
-	res, err = c.transfer(si, prepare, keep.Hold, res)
-	if errors.Is(err, sink.ErrNotFound) && c.gone(si) {
-		// Moved or restored meanwhile by someone else: drop the claim.
-		if ferr := cl.Forget(context.WithoutCancel(ctx)); ferr == nil {
-			ended = true
-		}
-		return res, fmt.Errorf("%s is gone (moved or restored meanwhile): %w", srcPath, err)
+	staged := cl.StagedName(si.Name)
+	rec := claims.Record{V: claims.Version, Owner: claimer.Owner(), Rev: 1, LeaseMS: a.lease.Milliseconds(),
+		Written: time.Now().UTC(), Progress: progress, Staged: staged}
+	if !started {
+		rec.Progress = nil
 	}
+	data, err := json.Marshal(&rec)
 	if err != nil {
 		return res, err
 	}
+	if err := c.putRecord(si, data, false); err != nil {
+		return res, err
+	}
+	size, err := c.copyBytes(si, sink.AreaStaging, staged)
+	if err != nil {
+		return res, err
+	}
+	res.size = size
+	err = keep.Publish(ctx, claims.Publication{Staged: staged, Name: si.Name, Area: sink.AreaReady, Remote: c.dst.id()}, nil)
+	if errors.Is(err, claims.ErrLeaseLost) {
+		ended = true
+		return res, c.lostWhileCopying(si, staged, err)
+	}
+	if err != nil {
+		return res, fmt.Errorf("record the move of %s: %w", srcPath, err)
+	}
+	if _, err := c.unstage(si, staged); err != nil {
+		return res, err
+	}
+	cl.Unstaged(staged)
 	if started {
 		what := "its restore progress (damaged: a restore there quarantines it, as it would here)"
 		if v.progErr == nil {
@@ -141,21 +187,30 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 		}
 		res.notes = append(res.notes, "moved with "+what)
 	}
-	if err := keep.Hold(); err != nil {
-		return res, c.lostWhileCopying(si, res, err)
-	}
-	keep.Stop()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-	defer cancel()
-	if err := cl.Finish(fctx, claims.Destination{Delete: true}); err != nil {
-		if errors.Is(err, claims.ErrLeaseLost) {
-			ended = true
-			return res, c.lostWhileCopying(si, res, err)
+	return res, finish()
+}
+
+// unstage publishes the copy staged in DST as staged under the segment's
+// name; done is false when neither the staged copy nor the segment is
+// there (it must be copied again).
+func (c *copier) unstage(si sink.Info, staged string) (done bool, err error) {
+	ctx := c.a.ctx
+	err = c.dst.reader.Unstage(ctx, staged, si.Name, sink.AreaReady, "")
+	if errors.Is(err, sink.ErrNotFound) {
+		f, oerr := c.dst.reader.Open(ctx, sink.AreaReady, si.Name)
+		if oerr == nil {
+			_ = f.Close()
+			return true, nil // published by an earlier attempt
 		}
-		return res, fmt.Errorf("copied to %s, but deleting the source %s failed: %w", dstPath, srcPath, err)
+		if errors.Is(oerr, sink.ErrNotFound) {
+			return false, nil
+		}
+		return false, oerr
 	}
-	ended = true
-	return res, nil
+	if err != nil {
+		return false, fmt.Errorf("publish %s: %w", c.dst.segPath(si.Area, si.Name), err)
+	}
+	return true, nil
 }
 
 // gone reports whether a segment is no longer in its area of SRC.
@@ -168,26 +223,18 @@ func (c *copier) gone(si sink.Info) bool {
 }
 
 // lostWhileCopying handles a claim taken over while its segment was copied:
-// a restorer in SRC restores it now, so the copy published in DST (unless an
-// identical one was there before) is removed again, through a claim there so
-// that no restorer in DST is feeding it.
-func (c *copier) lostWhileCopying(si sink.Info, res copyResult, cause error) error {
-	err := fmt.Errorf("lost the claim on %s while moving it (a restorer took it over): %w", c.src.segPath(si.Area, si.Name), cause)
-	if res.same {
-		return err
-	}
+// a restorer in SRC restores it now, so the copy staged in DST is never
+// published; it is removed, with the record written for it.
+func (c *copier) lostWhileCopying(si sink.Info, staged string, cause error) error {
+	err := fmt.Errorf("lost the claim on %s while moving it (a restorer took it over; it is restored there, the copy is not published): %w", c.src.segPath(si.Area, si.Name), cause)
 	ctx := context.WithoutCancel(c.a.ctx)
-	dstPath := c.dst.segPath(si.Area, si.Name)
-	claimer, cerr := c.a.claimerOf(c.dst)
-	if cerr != nil {
-		return errors.Join(err, cerr)
+	if derr := c.dst.reader.Delete(ctx, sink.AreaStaging, staged); derr != nil && !errors.Is(derr, sink.ErrNotFound) {
+		return errors.Join(err, fmt.Errorf("remove the staged copy in %s (a restore there removes it later): %w", c.dst, derr))
 	}
-	cl, cerr := claimer.Claim(ctx, si.Name)
-	if cerr != nil {
-		return errors.Join(err, fmt.Errorf("the copy %s is left: %w", dstPath, cerr))
-	}
-	if cerr := cl.Finish(ctx, claims.Destination{Delete: true}); cerr != nil {
-		return errors.Join(err, fmt.Errorf("remove the copy %s: %w", dstPath, cerr))
+	if data, version, rerr := c.dst.reader.ReadRecord(ctx, si.Name); rerr == nil {
+		if r, ok := claims.Parse(data); ok && r.Staged == staged && !r.Held() {
+			_ = c.dst.reader.DeleteRecord(ctx, si.Name, version)
+		}
 	}
 	return err
 }

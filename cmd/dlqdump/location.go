@@ -54,6 +54,18 @@ func (l *location) String() string {
 	return l.dir
 }
 
+// id names the location the same way from any working directory: an
+// absolute directory, or s3://BUCKET/PREFIX.
+func (l *location) id() string {
+	if l.isS3() {
+		return l.String()
+	}
+	if abs, err := filepath.Abs(l.dir); err == nil {
+		return abs
+	}
+	return l.dir
+}
+
 // segPath names a segment of the location in messages.
 func (l *location) segPath(area sink.Area, name string) string {
 	sub := ""
@@ -62,6 +74,8 @@ func (l *location) segPath(area sink.Area, name string) string {
 		sub = "quarantine/"
 	case sink.AreaArchive:
 		sub = "archive/"
+	case sink.AreaStaging:
+		sub = ".staging/"
 	}
 	if l.isS3() {
 		return "s3://" + l.bucket + "/" + l.prefix + sub + name

@@ -183,8 +183,10 @@ func (cl *Claim) presentAnywhere(ctx context.Context, name string) bool {
 // segment staged by a claim that ended or was taken over before deciding to
 // publish it (its holder stalled or died), or left behind after a copy was
 // published. It reports how many it removed. A staged segment whose record
-// says a copy from another store is coming (Record.Staged) is kept for the
-// command that moves it.
+// says it is a copy from another store (Record.Staged) is kept for the
+// command that publishes it, until this Claimer has seen that record
+// unchanged for MaxLease: a command that died then runs again, and copies
+// the segment anew if its staged copy is gone.
 func (c *Claimer) SweepStaging(ctx context.Context) (int, error) {
 	var names []string
 	for n, err := range sink.Names(ctx, c.store, sink.AreaStaging) {
@@ -221,7 +223,7 @@ func (c *Claimer) deadStaged(ctx context.Context, staged string) (bool, error) {
 	if !ok {
 		return false, nil // not staged by a claim: left alone
 	}
-	data, _, err := c.store.ReadRecord(ctx, name)
+	data, version, err := c.store.ReadRecord(ctx, name)
 	if errors.Is(err, sink.ErrNotFound) {
 		// Every publication's record is written before it is staged:
 		// the record is gone, so was its claim.
@@ -235,7 +237,9 @@ func (c *Claimer) deadStaged(ctx context.Context, staged string) (bool, error) {
 	case !ok:
 		return false, nil
 	case rec.Staged == staged:
-		return false, nil // a copy from another store, moved by its command
+		// A copy from another store: its command publishes it, or
+		// copies it anew if it is gone.
+		return c.expired("staged "+staged, version, MaxLease), nil
 	case rec.State != StatePending || rec.Parent == "":
 		return true, nil // published and claimed since: a leftover
 	}

@@ -425,10 +425,10 @@ func payloads(dir string) ([]string, error) {
 }
 
 // leftovers lists what must not be left: ready segments, temporary files,
-// claim records.
+// staged segments, claim records.
 func leftovers(dir string) ([]string, error) {
 	var left []string
-	for _, pat := range []string{"*.dlq", ".*.part", ".*.open", fs.QuarantineDir + "/.*.part", fs.ArchiveDir + "/.*.part", fs.ClaimsDir + "/*"} {
+	for _, pat := range []string{"*.dlq", ".*.part", ".*.open", fs.QuarantineDir + "/.*.part", fs.ArchiveDir + "/.*.part", fs.StagingDir + "/*", fs.StagingDir + "/.*", fs.ClaimsDir + "/*"} {
 		m, err := filepath.Glob(filepath.Join(dir, pat))
 		if err != nil {
 			return nil, err
