@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 func init() {
@@ -26,28 +27,47 @@ func TestFaultsRestore(t *testing.T) {
 		t.Skip("-short: the fault enumeration runs hundreds of restores")
 	}
 	base := t.TempDir()
-	h := &restorefaults.Harness{
-		TempDir: func() (string, error) { return os.MkdirTemp(base, "run-") },
-		Child: func() *exec.Cmd {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=faults-restore")
-			return cmd
-		},
+	child := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=faults-restore")
+		return cmd
 	}
-	sel := restorefaults.CI
-	if os.Getenv("DLQDUMP_RESTORE_FAULTS_FULL") != "" {
-		sel = restorefaults.Every // every point, every block boundary
-	}
-	rep, err := h.Explore(t.Context(), sel, func(r *restorefaults.Result) {
-		if !r.Held() && !r.Unexplored() {
-			t.Errorf("%s", r)
-		} else if testing.Verbose() {
-			t.Logf("%s", r)
-		}
-	})
+	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
+	srv, stop, err := s3test.NewFake(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restore fault enumeration: calls without fault %v", rep.Calls)
-	t.Logf("restore fault enumeration: %s", rep.Summary())
+	defer stop()
+	full := os.Getenv("DLQDUMP_RESTORE_FAULTS_FULL") != ""
+	for _, tc := range []struct {
+		store   restorefaults.Store
+		variant restorefaults.Variant
+		sel     restorefaults.Selection
+	}{
+		{dirs, restorefaults.Variant{}, restorefaults.CI},
+		// The sample on S3, and encrypted, is smaller: the first and
+		// last call of each operation, and no cancellations.
+		{restorefaults.S3Store(srv), restorefaults.Variant{}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+		{dirs, restorefaults.Variant{Encrypted: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+	} {
+		t.Run(tc.store.Name()+"-"+tc.variant.String(), func(t *testing.T) {
+			sel := tc.sel
+			if full {
+				sel = restorefaults.Every // every point, every block boundary
+			}
+			h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: child}
+			rep, err := h.Explore(t.Context(), sel, func(r *restorefaults.Result) {
+				if !r.Held() && !r.Unexplored() {
+					t.Errorf("%s", r)
+				} else if testing.Verbose() {
+					t.Logf("%s", r)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("restore fault enumeration: calls without fault %v", rep.Calls)
+			t.Logf("restore fault enumeration: %s", rep.Summary())
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 // restoreFaultsBlock names the block of docs/RELIABILITY.md the restore
@@ -18,8 +19,10 @@ import (
 const restoreFaultsBlock = "restore-fault-enumeration"
 
 // faultsRestore runs the restore side's fault enumeration (package
-// restorefaults, the code TestFaultsRestore runs): every fault point and
-// every block boundary (restorefaults.Every), or CI's sample with -short.
+// restorefaults, the code TestFaultsRestore runs): every fault point, in
+// every mode (pauses included), and every block boundary
+// (restorefaults.Every), or CI's sample with -short; on a directory, plain
+// and encrypted, and on versitygw (gofakes3 when there is none).
 func faultsRestore(o *options) []result {
 	start := time.Now()
 	base, err := os.MkdirTemp("", "dlqdump-restorefaults-")
@@ -27,43 +30,62 @@ func faultsRestore(o *options) []result {
 		return []result{{section: "restore faults", figures: err.Error(), bound: "run"}}
 	}
 	defer os.RemoveAll(base)
-	h := &restorefaults.Harness{
-		TempDir: func() (string, error) { return os.MkdirTemp(base, "run-") },
-		Child:   func() *exec.Cmd { return exec.Command(os.Args[0]) },
+	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
+	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-reliability"})
+	if err != nil {
+		if srv, stop, err = s3test.NewFake(nil); err != nil {
+			return []result{{section: "restore faults", figures: err.Error(), bound: "run"}}
+		}
 	}
+	defer stop()
 	sel, which := restorefaults.Every, "every point and block boundary"
 	if o.short {
 		sel, which = restorefaults.CI, "CI's sample"
 	}
-	n := 0
-	rep, err := h.Explore(context.Background(), sel, func(r *restorefaults.Result) {
-		n++
-		switch {
-		case o.verbose || !r.Held() && !r.Unexplored():
-			fmt.Fprintf(os.Stderr, "   %s\n", r)
-		case n%50 == 0:
-			fmt.Fprintf(os.Stderr, "   restore faults: %d runs so far\n", n)
-		}
-	})
-	if err != nil {
-		return []result{{section: "restore faults", figures: "harness error: " + err.Error(), bound: "run"}}
-	}
-	res := result{section: "restore faults",
-		figures: fmt.Sprintf("%d runs (%s): %d held, %d failed, %d not reached (fewer calls); at most %d records delivered twice in a run",
-			rep.Runs, which, rep.Held, len(rep.Failed), rep.Unexplored, rep.MaxDuplicates),
-		bound: "every run held",
-		ok:    len(rep.Failed) == 0,
-	}
-	if len(rep.Failed) > 0 {
-		var what []string
-		for _, f := range rep.Failed[:min(3, len(rep.Failed))] {
-			what = append(what, f.String())
-		}
-		res.note = strings.Join(what, "; ")
-	}
+	var out []result
 	var md bytes.Buffer
-	rep.WriteMarkdown(&md, fmt.Sprintf("`go run ./cmd/dlqdump-reliability %s` on %s (%s, %d cores, %s) in %s",
-		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(start).Round(time.Second)))
+	for i, tc := range []struct {
+		store   restorefaults.Store
+		variant restorefaults.Variant
+	}{
+		{dirs, restorefaults.Variant{}},
+		{dirs, restorefaults.Variant{Encrypted: true}},
+		{restorefaults.S3Store(srv), restorefaults.Variant{}},
+	} {
+		h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: func() *exec.Cmd { return exec.Command(os.Args[0]) }}
+		n := 0
+		rep, err := h.Explore(context.Background(), sel, func(r *restorefaults.Result) {
+			n++
+			switch {
+			case o.verbose || !r.Held() && !r.Unexplored():
+				fmt.Fprintf(os.Stderr, "   %s\n", r)
+			case n%50 == 0:
+				fmt.Fprintf(os.Stderr, "   restore faults (%s, %s): %d runs so far\n", tc.store.Name(), tc.variant, n)
+			}
+		})
+		section := fmt.Sprintf("restore faults (%s, %s)", tc.store.Name(), tc.variant)
+		if err != nil {
+			out = append(out, result{section: section, figures: "harness error: " + err.Error(), bound: "run"})
+			continue
+		}
+		res := result{section: section,
+			figures: fmt.Sprintf("%d runs (%s): %d held, %d failed, %d not reached (fewer calls); at most %d records delivered twice in a run",
+				rep.Runs, which, rep.Held, len(rep.Failed), rep.Unexplored, rep.MaxDuplicates),
+			bound: "every run held",
+			ok:    len(rep.Failed) == 0,
+		}
+		if len(rep.Failed) > 0 {
+			var what []string
+			for _, f := range rep.Failed[:min(3, len(rep.Failed))] {
+				what = append(what, f.String())
+			}
+			res.note = strings.Join(what, "; ")
+		}
+		out = append(out, res)
+		rep.WriteMarkdown(&md, i == 0)
+	}
+	fmt.Fprintf(&md, "\nProduced by `go run ./cmd/dlqdump-reliability %s` on %s (%s, %d cores, %s) in %s.\n",
+		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(start).Round(time.Second))
 	o.blocks = append(o.blocks, block{name: restoreFaultsBlock, text: md.String()})
-	return []result{res}
+	return out
 }

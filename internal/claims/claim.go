@@ -209,9 +209,15 @@ func (cl *Claim) takeRemovedUnseenLocked() bool {
 }
 
 func (cl *Claim) deleteLocked(ctx context.Context) error {
+	retry := cl.removing
 	cl.removing = true
 	err := cl.c.store.DeleteRecord(ctx, cl.name, cl.version)
 	if errors.Is(err, sink.ErrNotFound) {
+		if !retry {
+			// Not removed by an earlier attempt of ours: by whoever
+			// took the claim over while this holder was stopped.
+			return cl.lostLocked("finish", fmt.Errorf("its record was removed by another holder: %w", err))
+		}
 		err = nil // removed by an earlier attempt
 	}
 	if err != nil {

@@ -19,8 +19,8 @@ type Selection struct {
 	// Modes are the fault modes to try at each point.
 	Modes []faults.Mode
 	// Spread, when positive, samples each operation's calls: the first,
-	// the last and Spread more between them (faults.Sample); 0 tries every
-	// call.
+	// the last and Spread more between them (faults.Sample); negative
+	// takes the first and the last only; 0 tries every call.
 	Spread int
 	// Cancels runs the scenario cancelled after each block's deliveries
 	// (every Cancels-th block boundary; 1 for all, 0 for none).
@@ -31,16 +31,22 @@ type Selection struct {
 var (
 	// CI is the sample the tests run: for each operation its first, last
 	// and two more calls, each failing without effect, taking effect and
-	// reporting failure, and killing the process before and after it; and
-	// every fourth block boundary cancelled.
-	CI = Selection{Modes: []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter}, Spread: 2, Cancels: 4}
+	// reporting failure, killing the process before and after it, and
+	// pausing it past its lease before and after it; and every fourth
+	// block boundary cancelled.
+	CI = Selection{Modes: AllModes, Spread: 2, Cancels: 4}
 	// Every is the full enumeration: every call of every operation in
-	// those four modes, and every block boundary cancelled.
-	Every = Selection{Modes: []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter}, Spread: 0, Cancels: 1}
+	// those six modes, and every block boundary cancelled.
+	Every = Selection{Modes: AllModes, Spread: 0, Cancels: 1}
+	// AllModes are the modes of a fault point.
+	AllModes = []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter, faults.Pause, faults.PauseAfter}
 )
 
 // Report counts what Explore ran.
 type Report struct {
+	// Store and Variant name what the runs restored from: "fs plain",
+	// "gofakes3 encrypted".
+	Store, Variant string
 	// Calls are the calls of each operation in the run without fault.
 	Calls faults.Counts
 	// Runs and Held count the runs made and those where every invariant
@@ -65,7 +71,7 @@ func (h *Harness) Explore(ctx context.Context, sel Selection, each func(*Result)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Calls: calls, ByMode: map[string][2]int{}}
+	rep := &Report{Calls: calls, ByMode: map[string][2]int{}, Store: h.Store.Name(), Variant: h.Variant.String()}
 	add := func(mode string, r *Result) {
 		rep.Runs++
 		c := rep.ByMode[mode]
@@ -90,8 +96,8 @@ func (h *Harness) Explore(ctx context.Context, sel Selection, each func(*Result)
 		return rep, h.only(ctx, only, add)
 	}
 	var points []faults.Point
-	if sel.Spread > 0 {
-		points = faults.Sample(calls, sel.Spread, sel.Modes...)
+	if sel.Spread != 0 {
+		points = faults.Sample(calls, max(sel.Spread, 0), sel.Modes...)
 	} else {
 		points = faults.All(calls, sel.Modes...)
 	}
@@ -182,7 +188,7 @@ func (r *Report) Summary() string {
 	}
 	sort.Strings(modes)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d runs, %d held, %d failed, %d not reached (the run made fewer calls)", r.Runs, r.Held, len(r.Failed), r.Unexplored)
+	fmt.Fprintf(&b, "%s, %s: %d runs, %d held, %d failed, %d not reached (the run made fewer calls)", r.Store, r.Variant, r.Runs, r.Held, len(r.Failed), r.Unexplored)
 	for _, m := range modes {
 		c := r.ByMode[m]
 		fmt.Fprintf(&b, "; %s %d/%d", m, c[1], c[0])

@@ -5,31 +5,46 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/faults"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Harness runs the scenario with faults.
 type Harness struct {
-	// TempDir returns a new empty directory for one run. Required.
-	TempDir func() (string, error)
+	// Store makes the place of each run: directories, or prefixes of an
+	// S3 bucket. Required.
+	Store Store
+	// Variant is the form of the scenario's data (encrypted or not).
+	Variant Variant
 	// Child returns a command running this program so that it calls
 	// ChildMain (the harness adds EnvChild to its environment). Required
 	// for the Crash and CrashAfter points.
 	Child func() *exec.Cmd
 
 	boundaries []int // deliveries at the end of each block, set by Count
+}
+
+// start makes and seeds the place of a run.
+func (h *Harness) start() (*Place, *seeded, []envelope.Identity, error) {
+	p, err := h.Store.New()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sd, err := Seed(p, h.Variant)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ids, err := identities(sd.identity)
+	return p, sd, ids, err
 }
 
 // Result is the outcome of one run.
@@ -84,14 +99,20 @@ type outcome struct {
 	errs      []error
 }
 
+// absorb adds what x did (the restorer taking over during a pause) to o.
+func (o *outcome) absorb(x *outcome) {
+	o.delivered = append(o.delivered, x.delivered...)
+	o.inProcess += x.inProcess
+	o.stats = append(o.stats, x.stats...)
+	o.errs = append(o.errs, x.errs...)
+	o.metrics.restored.Add(x.metrics.restored.Load())
+	o.metrics.quarantined.Add(x.metrics.quarantined.Load())
+}
+
 // Count runs the scenario without a fault and returns the calls of every
 // operation, and the result of checking it.
 func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
-	dir, err := h.TempDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	items, maxBlock, err := Seed(dir)
+	p, sd, ids, err := h.start()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +121,7 @@ func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
 	dst := &destination{}
 	out.metrics.blocks = &h.boundaries
 	h.boundaries = nil
-	r, err := dlqdump.NewRestorer(config(faults.WrapReader(&fs.Reader{Directory: dir}, in), dst, &out.metrics))
+	r, err := dlqdump.NewRestorer(config(faults.WrapReader(p.Reader, in), dst, &out.metrics, ids))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,53 +131,73 @@ func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
 	out.delivered = dst.items()
 	out.inProcess = len(out.delivered)
 	res := &Result{What: "without fault", Reached: true}
-	check(dir, items, maxBlock, 0, &out, res)
+	check(p, sd, 0, &out, res)
 	if out.errs[0] != nil {
 		res.Violations = append(res.Violations, "the run without fault failed: "+out.errs[0].Error())
 	}
 	return in.Counts(), res, nil
 }
 
-// Run runs the scenario with the fault at p: in process for Fail and Lost,
-// in a child process for Crash and CrashAfter; then restorers without faults
+// Run runs the scenario with the fault at p: in process for Fail, Lost,
+// Pause and PauseAfter (while the run is paused, restorers without faults
+// take its claims over and finish the store, and then it goes on), in a
+// child process for Crash and CrashAfter; then restorers without faults
 // finish, and the invariants are checked.
-func (h *Harness) Run(ctx context.Context, p faults.Point) (*Result, error) {
-	dir, err := h.TempDir()
+func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
+	p, sd, ids, err := h.start()
 	if err != nil {
 		return nil, err
 	}
-	items, maxBlock, err := Seed(dir)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{What: p.String()}
+	res := &Result{What: pt.String()}
 	var out outcome
-	if p.Mode.Kills() {
-		got, calls, killed, err := h.child(ctx, dir, p)
+	if pt.Mode.Kills() {
+		got, calls, killed, err := h.child(ctx, p, sd, pt)
 		if err != nil {
 			return nil, err
 		}
 		out.delivered, res.Reached, out.childRan = got, killed, true
-		res.Fewer = !killed && calls[p.Op] < p.K
+		res.Fewer = !killed && calls[pt.Op] < pt.K
 	} else {
-		in := faults.New(p)
+		in := faults.New(pt)
+		var taker sync.WaitGroup
+		var taken outcome
+		if pt.Mode.Pauses() {
+			// Paused as a stopped process: another restorer takes its
+			// claims over and finishes the store, then it goes on.
+			in.OnFire = func(faults.Point) {
+				taker.Add(1)
+				go func() {
+					defer taker.Done()
+					defer in.Resume()
+					if err := finish(ctx, p, ids, &taken); err != nil {
+						taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
+					}
+				}()
+			}
+		}
 		dst := &destination{}
-		r, err := dlqdump.NewRestorer(config(faults.WrapReader(&fs.Reader{Directory: dir}, in), dst, &out.metrics))
+		r, err := dlqdump.NewRestorer(config(faults.WrapReader(p.Reader, in), dst, &out.metrics, ids))
 		if err != nil {
 			return nil, err
 		}
 		_ = passes(ctx, r) // errors are expected: the fault
+		taker.Wait()
+		in.Resume() // a pause that fired after the passes gave up
 		out.stats = append(out.stats, r.Stats())
 		_ = r.Close()
 		out.delivered = dst.items()
 		out.inProcess = len(out.delivered)
+		out.absorb(&taken)
 		res.Reached = len(in.Fired()) > 0
-		res.Fewer = !res.Reached && in.Counts()[p.Op] < p.K
+		res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
 	}
-	if err := finish(ctx, dir, &out); err != nil {
+	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	check(dir, items, maxBlock, 1, &out, res)
+	if err := finish(ctx, p, ids, &out); err != nil {
+		res.Violations = append(res.Violations, err.Error())
+	}
+	check(p, sd, 1, &out, res)
 	return res, nil
 }
 
@@ -164,11 +205,7 @@ func (h *Harness) Run(ctx context.Context, p faults.Point) (*Result, error) {
 // the destination accepted its n-th record, then finishes without faults: a
 // cancelled pass saves where it stopped, so nothing may be delivered twice.
 func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
-	dir, err := h.TempDir()
-	if err != nil {
-		return nil, err
-	}
-	items, maxBlock, err := Seed(dir)
+	p, sd, ids, err := h.start()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +218,7 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 			cancel()
 		}
 	}}
-	r, err := dlqdump.NewRestorer(config(&fs.Reader{Directory: dir}, dst, &out.metrics))
+	r, err := dlqdump.NewRestorer(config(p.Reader, dst, &out.metrics, ids))
 	if err != nil {
 		return nil, err
 	}
@@ -191,19 +228,19 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 	_ = r.Close()
 	out.delivered = dst.items()
 	out.inProcess = len(out.delivered)
-	if err := finish(ctx, dir, &out); err != nil {
+	if err := finish(ctx, p, ids, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	check(dir, items, maxBlock, 0, &out, res)
+	check(p, sd, 0, &out, res)
 	return res, nil
 }
 
 // finish runs restorers without faults until the store is done: no ready
 // segment and no claim left (a claim left by the run is taken over once seen
 // unchanged for its lease).
-func finish(ctx context.Context, dir string, out *outcome) error {
+func finish(ctx context.Context, p *Place, ids []envelope.Identity, out *outcome) error {
 	dst := &destination{}
-	r, err := dlqdump.NewRestorer(config(&fs.Reader{Directory: dir}, dst, &out.metrics))
+	r, err := dlqdump.NewRestorer(config(p.Reader, dst, &out.metrics, ids))
 	if err != nil {
 		return err
 	}
@@ -220,13 +257,14 @@ func finish(ctx context.Context, dir string, out *outcome) error {
 		if err == nil && rep.Claimed == 0 && r.Stats().Ready == 0 {
 			// A record a dead restorer held is removed once seen
 			// unchanged for its lease: wait for that too.
-			left, gerr := leftovers(dir)
+			left, gerr := p.leftovers(false)
 			if gerr != nil || len(left) == 0 {
 				return gerr
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the store is not done a minute after the run: %+v, last error %v", r.Stats(), err)
+			left, _ := p.leftovers(true)
+			return fmt.Errorf("the store is not done a minute after the run: %+v, last error %v, left %v", r.Stats(), err, left)
 		}
 		t := time.NewTimer(claimsLease / 3)
 		select {
@@ -239,12 +277,14 @@ func finish(ctx context.Context, dir string, out *outcome) error {
 }
 
 // EnvChild is the environment variable that makes ChildMain run the scenario
-// with a fault: it holds the directory and the point, as JSON.
+// with a fault: it holds the place, the identity of an encrypted scenario and
+// the point, as JSON.
 const EnvChild = "DLQDUMP_RESTOREFAULTS_CHILD"
 
 type childSpec struct {
-	Dir   string `json:"dir"`
-	Point string `json:"point"`
+	Place    placeSpec `json:"place"`
+	Identity string    `json:"identity,omitempty"`
+	Point    string    `json:"point"`
 }
 
 // IsChild reports whether this process was started to run ChildMain.
@@ -255,25 +295,33 @@ func IsChild() bool { return os.Getenv(EnvChild) != "" }
 // If the fault is not reached, it prints the calls it made last, on a line
 // starting with callsLine.
 func ChildMain() int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "restorefaults child:", err)
+		return 2
+	}
 	var spec childSpec
 	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "restorefaults child:", err)
-		return 2
+		return fail(err)
 	}
-	p, err := faults.ParsePoint(spec.Point)
+	pt, err := faults.ParsePoint(spec.Point)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "restorefaults child:", err)
-		return 2
+		return fail(err)
 	}
-	in := faults.New(p)
+	p, err := openPlace(spec.Place)
+	if err != nil {
+		return fail(err)
+	}
+	ids, err := identities(spec.Identity)
+	if err != nil {
+		return fail(err)
+	}
+	in := faults.New(pt)
 	var mw metrics
-	print := &printing{dst: &destination{}, w: os.Stdout}
-	c := config(faults.WrapReader(&fs.Reader{Directory: spec.Dir}, in), nil, &mw)
-	c.Queue = print
+	c := config(faults.WrapReader(p.Reader, in), nil, &mw, ids)
+	c.Queue = &printing{dst: &destination{}, w: os.Stdout}
 	r, err := dlqdump.NewRestorer(c)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "restorefaults child:", err)
-		return 2
+		return fail(err)
 	}
 	_ = passes(context.Background(), r)
 	_ = r.Close()
@@ -300,11 +348,11 @@ func (p *printing) Enqueue(x any) error {
 	return err
 }
 
-// child runs the scenario in a child process with the fault at p and returns
-// what it delivered, the calls it made when it was not killed, and whether
-// the fault killed it.
-func (h *Harness) child(ctx context.Context, dir string, p faults.Point) ([]string, faults.Counts, bool, error) {
-	spec, _ := json.Marshal(childSpec{Dir: dir, Point: p.String()})
+// child runs the scenario in a child process with the fault at pt and
+// returns what it delivered, the calls it made when it was not killed, and
+// whether the fault killed it.
+func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Point) ([]string, faults.Counts, bool, error) {
+	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String()})
 	cmd := h.Child()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -320,14 +368,14 @@ func (h *Harness) child(ctx context.Context, dir string, p faults.Point) ([]stri
 		}
 	}
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("restorefaults child at %s: %w", p, err)
+		return nil, nil, false, fmt.Errorf("restorefaults child at %s: %w", pt, err)
 	}
 	var got []string
 	var calls faults.Counts
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if c, ok := strings.CutPrefix(line, callsLine); ok {
 			if err := json.Unmarshal([]byte(c), &calls); err != nil {
-				return nil, nil, false, fmt.Errorf("restorefaults child at %s: its calls: %w", p, err)
+				return nil, nil, false, fmt.Errorf("restorefaults child at %s: its calls: %w", pt, err)
 			}
 			continue
 		}
@@ -338,7 +386,7 @@ func (h *Harness) child(ctx context.Context, dir string, p faults.Point) ([]stri
 
 // check tests the invariants after a run and its recovery, with up to
 // interruptions blocks of duplicates allowed.
-func check(dir string, items []string, maxBlock, interruptions int, out *outcome, res *Result) {
+func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	fail := func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
 	}
@@ -346,7 +394,7 @@ func check(dir string, items []string, maxBlock, interruptions int, out *outcome
 	for _, it := range out.delivered {
 		seen[it]++
 	}
-	quar, err := payloads(filepath.Join(dir, fs.QuarantineDir))
+	quar, err := p.payloads(sink.AreaQuarantine, sd.keys)
 	if err != nil {
 		fail("read quarantine: %v", err)
 	}
@@ -354,7 +402,7 @@ func check(dir string, items []string, maxBlock, interruptions int, out *outcome
 	for _, it := range quar {
 		inQuar[it]++
 	}
-	for _, it := range items {
+	for _, it := range sd.items {
 		undeliverable := strings.HasPrefix(it, poison) || strings.HasPrefix(it, refused)
 		switch {
 		case undeliverable && inQuar[it] != 1:
@@ -374,21 +422,22 @@ func check(dir string, items []string, maxBlock, interruptions int, out *outcome
 		fail("quarantine holds %d distinct records, want the 2 undeliverable ones", len(inQuar))
 	}
 	// A block of a side segment the run wrote counts as a block too.
-	if m, err := largestBlock(filepath.Join(dir, fs.ArchiveDir)); err == nil {
+	maxBlock := sd.maxBlock
+	if m, err := p.largestBlock(sink.AreaArchive, sd.keys); err == nil {
 		maxBlock = max(maxBlock, m)
 	}
 	res.Bound = interruptions * maxBlock
 	if res.Duplicates > res.Bound {
 		fail("%d records delivered twice, more than %d blocks of at most %d records", res.Duplicates, interruptions, maxBlock)
 	}
-	left, err := leftovers(dir)
+	left, err := p.leftovers(true)
 	if err != nil {
 		fail("list the store: %v", err)
 	}
 	if len(left) > 0 {
 		fail("left in the store: %v", left)
 	}
-	archived, err := filepath.Glob(filepath.Join(dir, fs.ArchiveDir, "*.dlq"))
+	archived, err := p.segmentNames(sink.AreaArchive)
 	if err != nil || len(archived) < 3 {
 		fail("%d segments archived, want the 3 originals at least", len(archived))
 	}
@@ -403,73 +452,5 @@ func check(dir string, items []string, maxBlock, interruptions int, out *outcome
 	}
 	if got := out.metrics.quarantined.Load(); got > int64(len(quar)) || !out.childRan && got != int64(len(quar)) {
 		fail("metrics count %d records quarantined; the quarantine holds %d", got, len(quar))
-	}
-}
-
-// payloads returns the payloads of every segment in dir.
-func payloads(dir string) ([]string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.dlq"))
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(paths)
-	var out []string
-	for _, p := range paths {
-		recs, err := readAll(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, recs...)
-	}
-	return out, nil
-}
-
-// leftovers lists what must not be left: ready segments, temporary files,
-// staged segments, claim records.
-func leftovers(dir string) ([]string, error) {
-	var left []string
-	for _, pat := range []string{"*.dlq", ".*.part", ".*.open", fs.QuarantineDir + "/.*.part", fs.ArchiveDir + "/.*.part", fs.StagingDir + "/*", fs.StagingDir + "/.*", fs.ClaimsDir + "/*"} {
-		m, err := filepath.Glob(filepath.Join(dir, pat))
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range m {
-			// A quarantined segment may keep its record.
-			if n, ok := strings.CutSuffix(filepath.Base(p), ".claim"); ok {
-				if _, err := os.Stat(filepath.Join(dir, fs.QuarantineDir, n)); err == nil {
-					continue
-				}
-			}
-			left = append(left, strings.TrimPrefix(p, dir+"/"))
-		}
-	}
-	return left, nil
-}
-
-// readAll returns the payloads of the segment at path.
-func readAll(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	r, err := segment.NewReader(f, st.Size(), nil)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, string(rec.Payload))
 	}
 }

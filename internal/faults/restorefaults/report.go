@@ -6,19 +6,25 @@ import (
 	"sort"
 )
 
-// WriteMarkdown writes the report as a section of docs/RELIABILITY.md:
-// produced says how and where it was made.
-func (r *Report) WriteMarkdown(w io.Writer, produced string) {
-	fmt.Fprintf(w, "## Restore-side fault enumeration\n\n")
-	fmt.Fprintf(w, "Produced by %s. The scenario (package internal/faults/restorefaults) restores three segments "+
-		"with a record that does not decode, one the destination always refuses, a filtered pass (reason=failed) "+
-		"that leaves a remainder, and the archive on. A run without fault counts the calls of every Reader and "+
-		"record operation (the least of three runs: the claim keeper's timer adds renewals on a slow machine); "+
-		"then each call fails without effect (fail), takes effect and reports failure (lost), or kills the process "+
-		"just before (crash) or after it (crash-after), and each block boundary is cancelled; restorers without "+
-		"faults then finish. Invariants: every record delivered or quarantined, at most one block delivered twice "+
-		"per interruption, the quarantine holds exactly the undeliverable records, nothing left in the store, the "+
-		"originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n", produced)
+// WriteMarkdown writes the report as a part of docs/RELIABILITY.md: with
+// intro, the section's heading and what the enumeration does first.
+func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
+	if intro {
+		fmt.Fprintf(w, "## Restore-side fault enumeration\n\n")
+		fmt.Fprintf(w, "The scenario (package internal/faults/restorefaults) restores three segments "+
+			"with a record that does not decode, one the destination always refuses, a filtered pass (reason=failed) "+
+			"that leaves a remainder, and the archive on; on a directory, plain and encrypted, and on an S3 server. "+
+			"A run without fault counts the calls of every Reader and record operation (the least of three runs: the "+
+			"claim keeper's timer adds renewals on a slow machine); then each call fails without effect (fail), takes "+
+			"effect and reports failure (lost), kills the process just before (crash) or after it (crash-after), or "+
+			"pauses the process before (pause) or after it (pause-after) while a restorer without faults takes its "+
+			"claims over and finishes the store, after which the paused one goes on; and each block boundary is "+
+			"cancelled; restorers without faults then finish. Invariants: every record delivered or quarantined, at "+
+			"most one block delivered twice per interruption, the quarantine holds exactly the undeliverable records, "+
+			"nothing left in the store (no ready or staged segment: nothing a paused holder staged is ever published), "+
+			"the originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n")
+	}
+	fmt.Fprintf(w, "### %s, %s\n\n", r.Store, r.Variant)
 	fmt.Fprintf(w, "**%d runs: %d held, %d failed, %d not reached** (a point is not reached when its run made fewer calls "+
 		"of the operation than the run without fault, the renewals depending on timing). At most %d records were "+
 		"delivered twice in one run.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates)
@@ -46,4 +52,5 @@ func (r *Report) WriteMarkdown(w io.Writer, produced string) {
 			fmt.Fprintf(w, "- %s\n", f)
 		}
 	}
+	fmt.Fprintln(w)
 }

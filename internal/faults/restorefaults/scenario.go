@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"filippo.io/age"
+
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -25,9 +25,41 @@ const (
 	refused                      = "refused" // the destination always refuses it
 )
 
-// Seed writes the scenario's segments into dir and returns every record
-// and the largest number of records in a block.
-func Seed(dir string) (items []string, maxBlock int, err error) {
+// Variant is a form of the scenario's data.
+type Variant struct {
+	// Encrypted seals the segments under a key of an age identity made
+	// for the run, which the restorers hold.
+	Encrypted bool
+}
+
+func (v Variant) String() string {
+	if v.Encrypted {
+		return "encrypted"
+	}
+	return "plain"
+}
+
+// seeded is what Seed wrote: every record, the largest number of records in
+// a block, and the identity that reads them (nil when not encrypted).
+type seeded struct {
+	items    []string
+	maxBlock int
+	identity string // an age identity, for a child process
+	keys     segment.KeyUnwrapper
+}
+
+// Seed writes the scenario's segments into a place.
+func Seed(p *Place, v Variant) (*seeded, error) {
+	sd := &seeded{}
+	var recipient envelope.Recipient
+	if v.Encrypted {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			return nil, err
+		}
+		sd.identity, recipient = id.String(), id.Recipient()
+		sd.keys = envelope.NewKeyring(id)
+	}
 	base := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	segs := []struct {
 		n      int
@@ -37,17 +69,23 @@ func Seed(dir string) (items []string, maxBlock int, err error) {
 		{recordsB, func(i int) string { return []string{"failed", "leak"}[i%2] }},
 		{recordsC, func(int) string { return "leak" }},
 	}
-	w := &fs.Writer{Directory: dir}
+	ctx := ctxBackground()
 	for s, sg := range segs {
 		created := base.Add(time.Duration(s) * time.Minute)
 		id := segment.NewID(created)
-		sw, err := w.Create(context.Background(), segment.FileName(created, id))
+		sw, err := p.Reader.Create(ctx, sink.AreaReady, segment.FileName(created, id))
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		sw2, err := segment.NewWriter(sw, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, &segment.WriterOptions{BlockSize: blockSize})
+		opts := &segment.WriterOptions{BlockSize: blockSize}
+		if recipient != nil {
+			if opts.Key, err = envelope.NewDataKey(recipient); err != nil {
+				return nil, err
+			}
+		}
+		sw2, err := segment.NewWriter(sw, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, opts)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		for i := range sg.n {
 			it := fmt.Sprintf("%c%04d-%s", 'a'+s, i, strings.Repeat("x", i%23))
@@ -58,44 +96,30 @@ func Seed(dir string) (items []string, maxBlock int, err error) {
 				it = refused + "-b100"
 			}
 			if err := sw2.Add(created.Add(time.Duration(i)*time.Millisecond), map[string]string{dlqdump.HeaderReason: sg.reason(i)}, []byte(it)); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
-			items = append(items, it)
+			sd.items = append(sd.items, it)
 		}
 		if err := sw2.Close(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		if err := sw.Commit(context.Background()); err != nil {
-			return nil, 0, err
+		if err := sw.Commit(ctx); err != nil {
+			return nil, err
 		}
 	}
-	maxBlock, err = largestBlock(dir)
-	return items, maxBlock, err
+	var err error
+	sd.maxBlock, err = p.largestBlock(sink.AreaReady, sd.keys)
+	return sd, err
 }
 
-func largestBlock(dir string) (int, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*"+segment.Ext))
-	if err != nil {
-		return 0, err
+func ctxBackground() context.Context { return context.Background() }
+
+// identities returns the identities of an age identity string, none for "".
+func identities(identity string) ([]envelope.Identity, error) {
+	if identity == "" {
+		return nil, nil
 	}
-	m := 0
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return 0, err
-		}
-		st, _ := f.Stat()
-		r, err := segment.NewReader(f, st.Size(), nil)
-		if err != nil {
-			f.Close()
-			return 0, err
-		}
-		for _, b := range r.Footer().Blocks {
-			m = max(m, int(b.Count))
-		}
-		f.Close()
-	}
-	return m, nil
+	return envelope.ParseIdentities(strings.NewReader(identity))
 }
 
 // decoder decodes records as strings and fails on poisoned ones.
@@ -154,9 +178,10 @@ func (m *metrics) Restore(records, _ int) {
 }
 func (m *metrics) Quarantine(_ string, records int) { m.quarantined.Add(int64(records)) }
 
-// config returns the restorers' config over rd.
-func config(rd sink.Reader, dst *destination, mw *metrics) *dlqdump.Config {
-	return &dlqdump.Config{
+// config returns the restorers' config over rd, with the identities that
+// read an encrypted scenario.
+func config(rd sink.Reader, dst *destination, mw *metrics, ids []envelope.Identity) *dlqdump.Config {
+	c := &dlqdump.Config{
 		Reader:        rd,
 		Decoder:       decoder{},
 		Queue:         dst,
@@ -168,6 +193,10 @@ func config(rd sink.Reader, dst *destination, mw *metrics) *dlqdump.Config {
 		Lease:         claimsLease,
 		Owner:         "restorefaults",
 	}
+	if ids != nil {
+		c.Encryption = &dlqdump.Encryption{Identities: ids}
+	}
+	return c
 }
 
 // claimsLease is the lease of the scenario's restorers: a claim left by a
