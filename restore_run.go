@@ -440,10 +440,7 @@ func (g *segRun) end(to claims.Destination) error {
 		return err
 	}
 	g.ended = true
-	for label, n := range g.prog.Labels {
-		g.r.mw.Quarantine(label, int(n))
-		g.r.quarantined.Add(n)
-	}
+	g.r.countQuarantined(g.prog.Labels)
 	return nil
 }
 

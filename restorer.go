@@ -280,9 +280,25 @@ func (r *Restorer) sweep(ctx context.Context, names []string) {
 		switch {
 		case err != nil:
 			r.log.Debug("removing a stale claim record failed", slog.String("segment", name), slog.Any("error", err))
-		case removed:
+		case removed != nil:
 			r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
+			if removed.State == claims.StateFinishing {
+				// Its holder finished it and stopped before removing
+				// the record: what it set aside is counted here, once.
+				if p, err := claims.ParseProgress(removed.Progress); err == nil {
+					r.countQuarantined(p.Labels)
+				}
+			}
 		}
+	}
+}
+
+// countQuarantined counts, by label, the records a finished segment set
+// aside for quarantine.
+func (r *Restorer) countQuarantined(labels map[string]uint64) {
+	for label, n := range labels {
+		r.mw.Quarantine(label, int(n))
+		r.quarantined.Add(n)
 	}
 }
 

@@ -28,6 +28,13 @@ type faultFixture struct {
 	atInterrupt func(t *testing.T)
 	// check checks the store after the command was run again.
 	check func(t *testing.T)
+	// taker, when set, runs while the command is stopped (SIGSTOP) past
+	// its lease: a competitor (another restore) that takes the claims the
+	// stopped command holds over; then the command goes on. Scenarios
+	// without a taker hold no claims and are not stopped.
+	taker func(t *testing.T)
+	// stopCheck, when set, replaces check after a stop.
+	stopCheck func(t *testing.T)
 }
 
 // faultScenario makes fixtures of one scenario; per is the size of the
@@ -43,14 +50,18 @@ var faultScenarios = []faultScenario{
 	{"restore-filtered", 3, filteredScenario},
 	{"cp-s3-to-dir", 4, cpScenario},
 	{"mv", 5, mvScenario},
+	{"mv-beside-a-restore", 4, mvRaceScenario},
+	{"rewrap", 4, rewrapScenario},
 	{"verify-salvage", 3, salvageScenario},
 	{"quarantine-release", 3, releaseScenario},
 }
 
 // TestFaultPoints runs each scenario's command, interrupted by SIGKILL and
-// by SIGINT after each sink operation (or delivery) of a sample, and checks
-// what must hold after the interruption, after a dry run and after the
-// command is run again. DLQDUMP_FAULT_FULL=1 enumerates every point.
+// by SIGINT after each sink operation (or delivery) of a sample, and, where
+// the command holds claims, stopped by SIGSTOP there past its lease while a
+// competitor takes them over, then continued; it checks what must hold after
+// the interruption, after a dry run and after the command is run again.
+// DLQDUMP_FAULT_FULL=1 enumerates every point.
 func TestFaultPoints(t *testing.T) {
 	for _, sc := range faultScenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -65,7 +76,11 @@ func TestFaultPoints(t *testing.T) {
 				deliveries = fx.target.requestsNow()
 			}
 			points, held := 0, 0
-			for _, sig := range []string{"KILL", "INT"} {
+			sigs := []string{"KILL", "INT"}
+			if stopSupported && fx.taker != nil {
+				sigs = append(sigs, "STOP")
+			}
+			for _, sig := range sigs {
 				for _, k := range faultPoints(ops, base.ops, sc.per) {
 					points++
 					if t.Run(fmt.Sprintf("%s-after-op-%d", sig, k), func(t *testing.T) { faultPoint(t, sc, sig, k, false) }) {
@@ -105,13 +120,21 @@ func faultPoint(t *testing.T, sc faultScenario, sig string, k int, delivery bool
 		})
 		c = runChild(t, fx.env, fx.args, 0, sig, func(p *os.Process) { proc.Store(p) })
 		fx.target.setOnRequest(nil)
+	} else if sig == "STOP" {
+		stopped := false
+		c = runChild(t, fx.env, fx.args, k, sig, func(p *os.Process) {
+			stopped = whenStopped(t, p, func() { fx.taker(t) })
+		})
+		if !stopped {
+			t.Logf("not stopped: the run made fewer operations; %s", c.result)
+		}
 	} else {
 		c = runChild(t, fx.env, fx.args, k, sig, nil)
 	}
 	if sig == "INT" && c.code != exitInterrupted && !slices.Contains(fx.rerunCodes, c.code) {
 		t.Errorf("interrupted by SIGINT; %s", c.result)
 	}
-	if fx.atInterrupt != nil {
+	if fx.atInterrupt != nil && sig != "STOP" {
 		fx.atInterrupt(t)
 	}
 	for _, d := range fx.dirs {
@@ -126,7 +149,11 @@ func faultPoint(t *testing.T, sc faultScenario, sig string, k int, delivery bool
 			t.Errorf("temporary files left after the run again: %v", tmp)
 		}
 	}
-	fx.check(t)
+	if sig == "STOP" && fx.stopCheck != nil {
+		fx.stopCheck(t)
+	} else {
+		fx.check(t)
+	}
 	if t.Failed() {
 		t.Logf("interrupted run (%d operations): %s\noperations: %s", len(c.ops), c.result, strings.Join(c.ops, "; "))
 	}
@@ -182,11 +209,13 @@ func restoreScenario(t *testing.T) *faultFixture {
 		}
 		return 200
 	})
+	args := []string{"restore", dir, "--to", tg.URL, "--max-attempts", "1", "--retry-base", "1ms", "--retry-max", "2ms", "--lease", "1s"}
 	return &faultFixture{
-		args:       []string{"restore", dir, "--to", tg.URL, "--max-attempts", "1", "--retry-base", "1ms", "--retry-max", "2ms", "--lease", "1s"},
+		args:       args,
 		rerunCodes: []int{0, exitUndelivered},
 		dirs:       []string{dir},
 		target:     tg,
+		taker:      func(t *testing.T) { cli(t, -1, args...) },
 		check: func(t *testing.T) {
 			checkRestored(t, dir, universe, tg.deliveredNow())
 			if n := areaNames(t, dir, sink.AreaReady); len(n) > 0 {
@@ -211,11 +240,13 @@ func filteredScenario(t *testing.T) *faultFixture {
 	selected := universeOf(t, dir, []segSpec{r4}, isA)
 	left := universeOf(t, dir, []segSpec{r4}, func(p string) bool { return !isA(p) })
 	tg := newTarget(t, nil)
+	args := []string{"restore", dir, "--to", tg.URL, "--where", "reason=a", "--lease", "1s"}
 	return &faultFixture{
-		args:       []string{"restore", dir, "--to", tg.URL, "--where", "reason=a", "--lease", "1s"},
+		args:       args,
 		rerunCodes: []int{0},
 		dirs:       []string{dir},
 		target:     tg,
+		taker:      func(t *testing.T) { cli(t, -1, args...) },
 		check: func(t *testing.T) {
 			got := tg.deliveredNow()
 			checkRestored(t, dir, selected, got)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,8 +43,12 @@ published pending on the original (no restorer takes it while the original
 is ready) and the original remembers its copy, so an interrupted rewrap
 never delivers a record twice: a restorer that takes the original over
 finishes it when the copy is there, and restores it when it is not. A
-segment a restorer holds is left in place (exit status 1). Archived
-segments are rewrapped too; quarantined ones are not (release them first).
+segment whose claim another process holds is waited for: left in place if
+the claim is renewed (exit status 1), taken over after its lease if not (a
+restore or a rewrap that was killed). Archived segments are rewrapped too;
+quarantined ones are not (release them first). Run an interrupted rewrap
+again with the new identity too (--identity OLD --identity NEW): what it
+rewrapped already is read with the new key.
 
 Recipients: --recipient age1... (age X25519), age1pq1... (post-quantum),
 "ssh-ed25519 AAAA..." or "ssh-rsa AAAA..." (SSH public keys), awskms:KEY
@@ -103,13 +108,14 @@ Recipients: --recipient age1... (age X25519), age1pq1... (post-quantum),
 	return cmd
 }
 
-// rewrapAll rewraps each segment of infos, reporting each.
+// rewrapAll rewraps each segment of infos, reporting each. A segment whose
+// claim another process holds is waited for, as mv waits: left to a holder
+// that renews its claim, taken over from one that does not (a restore or a
+// rewrap that was killed).
 func (a *app) rewrapAll(l *location, infos []sink.Info, recs []envelope.Recipient) error {
 	var done, plain, failed int
-	for _, si := range infos {
-		if a.interrupted() {
-			break
-		}
+	var later []sink.Info
+	one := func(si sink.Info) {
 		name, err := a.rewrapOne(l, si, recs)
 		switch {
 		case errors.Is(err, errNotEncrypted):
@@ -122,10 +128,56 @@ func (a *app) rewrapAll(l *location, infos []sink.Info, recs []envelope.Recipien
 			a.printOut(fmt.Sprintf("rewrapped %s -> %s", si.Name, name))
 		}
 	}
+	for _, si := range infos {
+		if a.interrupted() {
+			break
+		}
+		if err := a.rewrapClaimed(l, si, recs, one); errors.Is(err, claims.ErrClaimed) {
+			later = append(later, si)
+		}
+	}
+	if len(later) > 0 && !a.interrupted() {
+		names := make([]string, len(later))
+		for i, si := range later {
+			names[i] = si.Name
+		}
+		free, live, err := a.awaitClaims(l, names)
+		if err != nil {
+			a.warnf("%v", err)
+		}
+		for _, si := range later {
+			switch owner, held := live[si.Name]; {
+			case a.interrupted():
+			case held:
+				failed++
+				a.warnf("%s is being restored by %q (its claim is renewed), not rewrapped", l.segPath(si.Area, si.Name), owner)
+			case slices.Contains(free, si.Name):
+				one(si)
+			default:
+				failed++
+				a.warnf("%s is claimed by another process, and its claim could not be checked: not rewrapped", l.segPath(si.Area, si.Name))
+			}
+		}
+	}
 	a.infof("rewrapped %s of %s; %s not encrypted", plural(done, "segment"), l, plural(plain, "segment"))
 	if failed > 0 {
 		return fmt.Errorf("%s not rewrapped", plural(failed, "segment"))
 	}
+	return nil
+}
+
+// rewrapClaimed rewraps si through one, unless its claim is held: then it
+// returns an error wrapping claims.ErrClaimed and reports nothing.
+func (a *app) rewrapClaimed(l *location, si sink.Info, recs []envelope.Recipient, one func(sink.Info)) error {
+	if si.Area == sink.AreaReady {
+		c, err := a.claimerOf(l)
+		if err == nil {
+			if rec, alive, err := c.Inspect(a.ctx, si.Name); err == nil && rec != nil && rec.Held() && alive {
+				return claims.ErrClaimed
+			}
+		}
+	}
+	one(si)
 	return nil
 }
 

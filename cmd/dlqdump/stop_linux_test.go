@@ -8,6 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// stopSupported says whether fault points can stop a child (SIGSTOP) and
+// see it stopped: waitid with WSTOPPED.
+const stopSupported = true
+
 // whenStopped waits until the child p stops itself (SIGSTOP, a fault point's
 // "STOP") or ends. If it stopped, it runs during while the child stays
 // stopped, then continues the child, and reports true.

@@ -264,31 +264,34 @@ func (c *Claimer) Reserve(ctx context.Context, name, parent string) error {
 // a side segment's record whose parent is done, not quarantined either (a
 // restorer that finished it failed to remove the record, or died first),
 // unless the record is held by a live claim or is a side segment's,
-// reserved while its parent is ready. It reports whether it removed the
-// record.
-func (c *Claimer) Sweep(ctx context.Context, name string) (bool, error) {
+// reserved while its parent is ready. It returns the record it removed, nil
+// if it removed none: one in StateFinishing is that of a segment whose
+// holder finished moving or deleting it and stopped before removing its
+// record (its progress's counts are to be reported once, here).
+func (c *Claimer) Sweep(ctx context.Context, name string) (*Record, error) {
 	data, version, err := c.store.ReadRecord(ctx, name)
 	if errors.Is(err, sink.ErrNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	areas := []sink.Area{sink.AreaReady, sink.AreaQuarantine}
-	if rec, ok := Parse(data); ok {
+	rec, parsed := Parse(data)
+	if parsed {
 		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
-			return false, nil
+			return nil, nil
 		}
 		if rec.Staged != "" {
 			// A copy from another store, staged until its command
 			// moves it into place.
 			if staged, err := c.present(ctx, sink.AreaStaging, rec.Staged); err != nil || staged {
-				return false, err
+				return nil, err
 			}
 		}
 		if rec.State == StatePending {
 			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {
-				return false, err
+				return nil, err
 			}
 			// Its parent is done: a quarantined side segment needs its
 			// record no more.
@@ -300,18 +303,21 @@ func (c *Claimer) Sweep(ctx context.Context, name string) (bool, error) {
 	// a delete, so a segment moved once is always in one of the places).
 	for _, a := range append(areas, sink.AreaReady) {
 		if there, err := c.present(ctx, a, name); err != nil || there {
-			return false, err
+			return nil, err
 		}
 	}
 	err = c.store.DeleteRecord(ctx, name, version)
 	if errors.Is(err, sink.ErrConflict) || errors.Is(err, sink.ErrNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	c.forget(name)
-	return true, nil
+	if !parsed {
+		rec = Record{Owner: "(damaged record)"}
+	}
+	return &rec, nil
 }
 
 // Inspect reads the record of a segment without claiming it: nil when there

@@ -461,7 +461,7 @@ func TestPendingSideAndSweep(t *testing.T) {
 	if _, err := c.Claim(ctx, "side.dlq"); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("claim of a side segment while its parent is ready: %v", err)
 	}
-	if removed, err := c.Sweep(ctx, "side.dlq"); removed || err != nil {
+	if removed, err := c.Sweep(ctx, "side.dlq"); removed != nil || err != nil {
 		t.Fatalf("sweep of a pending record: %v %v", removed, err)
 	}
 	if err := st.Delete(ctx, sink.AreaReady, "a.dlq"); err != nil {
@@ -479,11 +479,11 @@ func TestPendingSideAndSweep(t *testing.T) {
 	if _, err := st.WriteRecord(ctx, "gone.dlq", []byte(`{"v":2,"owner":"x","token":"t","rev":4,"lease_ms":30000,"state":"finishing"}`), ""); err != nil {
 		t.Fatal(err)
 	}
-	if removed, _ := c.Sweep(ctx, "gone.dlq"); removed {
+	if removed, _ := c.Sweep(ctx, "gone.dlq"); removed != nil {
 		t.Fatal("swept a held record at first sight")
 	}
 	clk.Advance(lease)
-	if removed, err := c.Sweep(ctx, "gone.dlq"); !removed || err != nil {
+	if removed, err := c.Sweep(ctx, "gone.dlq"); removed == nil || err != nil {
 		t.Fatalf("sweep a lease later: %v %v", removed, err)
 	}
 }
