@@ -63,7 +63,9 @@ func rewrapScenario(t *testing.T) *faultFixture {
 		args:       args,
 		rerunCodes: []int{0},
 		dirs:       []string{dir},
-		taker:      func(t *testing.T) { cli(t, -1, "restore", dir, "--to", tg.URL, "--identity", ka, "--identity", kb, "--lease", "1s") },
+		taker: func(t *testing.T) {
+			cli(t, -1, "restore", dir, "--to", tg.URL, "--identity", ka, "--identity", kb, "--lease", "1s")
+		},
 		check: func(t *testing.T) {
 			// Every record is once in a segment readable with the new
 			// key alone, or was delivered by the competitor.
