@@ -201,16 +201,19 @@ func newSalt() (s [saltSize]byte) {
 }
 
 // openJob opens the sealed stored bytes of j into dst (dst may be
-// j.stored[:0], to open in place) and checks the raw length against what
-// the plaintext says, as checkJob does for blocks that are not sealed. On
-// success j.stored is the plaintext.
-func openJob(s *sealer, j *blockJob, dst []byte) error {
+// j.stored[:0], to open in place; any other dst must not overlap them) and
+// checks the raw length against what the plaintext says, as checkJob does
+// for blocks that are not sealed. On success j.stored is the plaintext. It
+// returns the storage the plaintext took, dst or new memory, for the caller
+// to keep for the next block: never the stored bytes, which a failed open
+// leaves where they were (in a Reader's read window).
+func openJob(s *sealer, j *blockJob, dst []byte) (storage []byte, err error) {
 	plain, err := s.open(dst, j.aad[:], j.stored, j.counter)
 	if err != nil {
-		return err
+		return dst[:0], err
 	}
 	j.stored = plain
 	fcs, err := checkRawLen(j.info.Codec, plain, int(j.info.RawLen))
 	j.fcs = fcs
-	return err
+	return plain[:0], err
 }

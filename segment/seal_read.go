@@ -68,10 +68,8 @@ func (r *Reader) openJob(j *blockJob) error {
 	if j.seal == nil {
 		return nil
 	}
-	err := openJob(j.seal, j, r.plain[:0])
-	if cap(j.stored) > cap(r.plain) {
-		r.plain = j.stored[:0]
-	}
+	storage, err := openJob(j.seal, j, r.plain[:0])
+	r.plain = storage // r.plain's, or new memory: never the read window
 	if err != nil {
 		return r.corrupt(j.info.Offset, j.idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
