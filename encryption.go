@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -33,10 +34,12 @@ type Encryption struct {
 	// Identities unwrap the data keys of the encrypted segments a Restorer
 	// reads: age and SSH private keys (envelope.ReadIdentityFile),
 	// awskms.KMS.Identity. A segment none of them unwraps is left in place
-	// for another restorer (logged, counted as Fail("no_key")) and not
-	// tried again by this Restorer (make a new one with the right
-	// identities); a key service that cannot be reached is tried again
-	// on the next pass. Its side
+	// for another restorer (logged once, counted as Fail("no_key")) and not
+	// opened again by this Restorer (make a new one with the right
+	// identities); every pass that meets it counts it in
+	// Report.NoKeySegments and returns an error wrapping ErrNoKey naming
+	// it, also kept as Stats().LastError. A key service that cannot be
+	// reached is tried again on the next pass. Its side
 	// segments are written encrypted under its own key, so a Restorer needs
 	// no recipients. A Queue ignores it. Default none.
 	Identities []envelope.Identity
@@ -143,18 +146,50 @@ func (g *segRun) openFailed(err error) (handled bool, _ error) {
 	r := g.r
 	switch {
 	case errors.Is(err, segment.ErrNoKey):
+		// Returned, for Run to count and name: a pass that restored
+		// nothing because it could decrypt nothing must say so.
 		if g.dry {
 			g.rep.ByReason["left: no key"]++
-			return true, nil
+			return true, err
 		}
 		r.mu.Lock()
-		r.skip[g.name] = err.Error()
+		r.skip[g.name] = skipped{reason: err.Error(), noKey: true}
 		r.mu.Unlock()
 		r.mw.Fail("no_key")
 		r.log.Warn("leaving an encrypted segment in place: no identity unwraps its key", slog.String("segment", g.name), slog.Any("error", err))
-		return true, nil
+		return true, err
 	case errors.Is(err, segment.ErrUnencrypted):
 		return true, g.quarantineWhole("unencrypted", "not encrypted, and Encryption.RequireEncrypted is set", 0)
 	}
 	return false, nil
 }
+
+// skipped is why a Restorer leaves a segment in place on every pass.
+type skipped struct {
+	reason string
+	noKey  bool // no identity unwraps its key
+}
+
+// noKeyError is what a pass returns when it left encrypted segments in
+// place for want of a key: it wraps ErrNoKey and names them.
+type noKeyError struct {
+	names []string
+}
+
+// maxNamed caps the segments a noKeyError names.
+const maxNamed = 10
+
+func (e *noKeyError) Error() string {
+	names := e.names
+	more := ""
+	if len(names) > maxNamed {
+		names, more = names[:maxNamed], fmt.Sprintf(" and %d more", len(e.names)-maxNamed)
+	}
+	n := "1 encrypted segment"
+	if len(e.names) != 1 {
+		n = fmt.Sprintf("%d encrypted segments", len(e.names))
+	}
+	return fmt.Sprintf("%v: %s left in place, no identity unwraps their data keys: %s%s", ErrNoKey, n, strings.Join(names, ", "), more)
+}
+
+func (e *noKeyError) Unwrap() error { return ErrNoKey }

@@ -486,7 +486,7 @@ func (g *segRun) versionMismatch(v Version) error {
 			return nil
 		}
 		r.mu.Lock()
-		r.skip[g.name] = reason
+		r.skip[g.name] = skipped{reason: reason}
 		r.mu.Unlock()
 		r.log.Info("leaving a segment of another version in place", slog.String("segment", g.name), slog.String("reason", reason))
 		return nil
