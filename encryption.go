@@ -88,7 +88,7 @@ func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
 	if e == nil {
 		return nil, nil
 	}
-	dk, err := envelope.NewDataKey(e.Recipients...)
+	dk, err := envelope.NewDataKey(q.ctx, e.Recipients...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: new data key: %w", err)
 	}

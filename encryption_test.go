@@ -356,7 +356,7 @@ func TestRewrapHandover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrapped, err := envelope.Wrap(sr.DataKey().Key, a.Recipient())
+			wrapped, err := envelope.Wrap(context.Background(), sr.DataKey().Key, a.Recipient())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -131,7 +131,7 @@ func (g *segRun) run(found json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	g.sr, err = segment.NewReader(g.f, g.f.Size(), r.readerOptions(g.name))
+	g.sr, err = segment.NewReaderContext(g.ctx, g.f, g.f.Size(), r.readerOptions(g.name))
 	if err != nil {
 		var ce *segment.CorruptError
 		if !errors.As(err, &ce) {

@@ -13,6 +13,7 @@ package envelope
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -44,11 +45,12 @@ const MaxStanzas = 32
 var ErrNoRecipients = errors.New("dlqdump: no recipients to wrap the data key for")
 
 // NewDataKey returns a new random data key wrapped for every one of
-// recipients.
-func NewDataKey(recipients ...Recipient) (*segment.DataKey, error) {
+// recipients. ctx bounds the calls of recipients that make any (a
+// ContextRecipient: a key service).
+func NewDataKey(ctx context.Context, recipients ...Recipient) (*segment.DataKey, error) {
 	key := make([]byte, segment.KeySize)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails on supported platforms.
-	wrapped, err := Wrap(key, recipients...)
+	wrapped, err := Wrap(ctx, key, recipients...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,16 +59,24 @@ func NewDataKey(recipients ...Recipient) (*segment.DataKey, error) {
 
 // Wrap wraps key for every one of recipients: an age file whose content is
 // key. Used to make a segment's key readable by other recipients (key
-// rotation, dlqdump rewrap).
-func Wrap(key []byte, recipients ...Recipient) ([]byte, error) {
+// rotation, dlqdump rewrap). ctx bounds the calls of recipients that make
+// any (a ContextRecipient: a key service).
+func Wrap(ctx context.Context, key []byte, recipients ...Recipient) ([]byte, error) {
 	if len(recipients) == 0 {
 		return nil, ErrNoRecipients
 	}
 	if len(recipients) > MaxStanzas {
 		return nil, fmt.Errorf("dlqdump: wrap data key: %d recipients, at most %d", len(recipients), MaxStanzas)
 	}
+	bound := make([]Recipient, len(recipients))
+	for i, r := range recipients {
+		bound[i] = r
+		if cr, ok := r.(ContextRecipient); ok {
+			bound[i] = boundRecipient{r: cr, ctx: ctx}
+		}
+	}
 	var buf bytes.Buffer
-	w, err := age.Encrypt(&buf, recipients...)
+	w, err := age.Encrypt(&buf, bound...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: wrap data key: %w", err)
 	}
@@ -146,8 +156,9 @@ func (k *Keyring) Identities() []Identity { return k.ids }
 // when no identity matches, segment.ErrCorrupt when the wrapped key is
 // malformed or fails authentication (age's header MAC and payload tag), and
 // is an identity's own error otherwise (a key service that cannot be
-// reached: trying again may help).
-func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
+// reached: trying again may help). ctx bounds the calls of identities that
+// make any (a ContextIdentity: a key service).
+func (k *Keyring) UnwrapKey(ctx context.Context, wrapped []byte) ([]byte, error) {
 	if err := checkStanzas(wrapped); err != nil {
 		return nil, err
 	}
@@ -161,7 +172,14 @@ func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
 	if len(k.ids) == 0 {
 		return nil, fmt.Errorf("%w: no identity given", segment.ErrNoKey)
 	}
-	r, err := age.Decrypt(bytes.NewReader(wrapped), k.ids...)
+	ids := make([]Identity, len(k.ids))
+	for i, id := range k.ids {
+		ids[i] = id
+		if ci, ok := id.(ContextIdentity); ok {
+			ids[i] = boundIdentity{id: ci, ctx: ctx}
+		}
+	}
+	r, err := age.Decrypt(bytes.NewReader(wrapped), ids...)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -101,8 +102,15 @@ type Reader struct {
 
 // NewReader opens the segment in src, of the given size, and verifies its
 // header. A segment without a valid footer (unsealed) is still read block by
-// block; Sealed and FooterError tell which case it is.
+// block; Sealed and FooterError tell which case it is. It is
+// NewReaderContext with context.Background().
 func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) {
+	return NewReaderContext(context.Background(), src, size, opts)
+}
+
+// NewReaderContext is NewReader; ctx bounds the unwrapping of an encrypted
+// segment's data key by ReaderOptions.Keys (a key service call).
+func NewReaderContext(ctx context.Context, src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) {
 	r := &Reader{src: src, size: size, maxBlock: MaxBlockSize}
 	if opts != nil {
 		r.name = opts.Name
@@ -124,7 +132,7 @@ func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error
 		return nil, r.corrupt(0, -1, err)
 	}
 	if r.hdr.Encrypted {
-		if err := r.readKeySection(opts); err != nil {
+		if err := r.readKeySection(ctx, opts); err != nil {
 			return nil, err
 		}
 	} else if opts != nil && opts.RequireEncrypted {

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -101,9 +102,10 @@ func (k *DataKey) check() error {
 // none of its identities matches, one wrapping ErrCorrupt when the wrapped
 // bytes are malformed or fail authentication, and any other error (a key
 // service that cannot be reached) when trying again may help. It may be
-// called by several goroutines at once.
+// called by several goroutines at once; ctx bounds what it waits for (a
+// key service).
 type KeyUnwrapper interface {
-	UnwrapKey(wrapped []byte) (key []byte, err error)
+	UnwrapKey(ctx context.Context, wrapped []byte) (key []byte, err error)
 }
 
 // appendKeySection appends the key section of a segment.

@@ -257,11 +257,11 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, p
 	if ro.Keys == nil {
 		return keyHint(plainR.KeyError())
 	}
-	sr, err := segment.NewReader(f, f.Size(), ro)
+	sr, err := segment.NewReaderContext(ctx, f, f.Size(), ro)
 	if err != nil {
 		return keyHint(err)
 	}
-	wrapped, err := envelope.Wrap(sr.DataKey().Key, recs...)
+	wrapped, err := envelope.Wrap(ctx, sr.DataKey().Key, recs...)
 	if err != nil {
 		return err
 	}

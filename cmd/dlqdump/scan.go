@@ -189,7 +189,7 @@ func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage f
 	if err != nil {
 		return st, err
 	}
-	sr, err := segment.NewReader(f, f.Size(), ro)
+	sr, err := segment.NewReaderContext(a.ctx, f, f.Size(), ro)
 	if errors.Is(err, segment.ErrNoKey) && o.sealed != nil {
 		// No identity given unwraps its key: checksums only.
 		ro.Keys = nil
