@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,5 +115,31 @@ func TestPruneNow(t *testing.T) {
 	}
 	if r := cli(t, -1, "prune", dir, "--area", "archive", "--max-age", "24h", "--now", "soon"); r.code != exitUsage {
 		t.Fatalf("--now soon: %s", r)
+	}
+}
+
+// TestLsStatEncryption: ls says which segments are encrypted and for which
+// kinds of recipient, without a key; stat counts them.
+func TestLsStatEncryption(t *testing.T) {
+	a, b := genIdentity(t), genIdentity(t)
+	dir, _ := encryptedDump(t, 2000, a.Recipient(), b.Recipient())
+	names := areaNames(t, dir, sink.AreaReady)
+	r := cli(t, 0, "ls", dir)
+	if !strings.Contains(r.stdout, "ENCRYPTED") || strings.Count(r.stdout, "X25519×2") != len(names) {
+		t.Fatalf("ls: %s", r)
+	}
+	r = cli(t, 0, "ls", dir, "--json")
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var j lsJSON
+		if err := json.Unmarshal([]byte(line), &j); err != nil {
+			t.Fatal(err)
+		}
+		if !j.Encrypted || !slices.Equal(j.Recipients, []string{"X25519", "X25519"}) {
+			t.Fatalf("ls --json: %s", line)
+		}
+	}
+	r = cli(t, 0, "stat", dir, "--identity", keyFile(t, b))
+	if want := fmt.Sprintf("encrypted  %d of %d segments (for X25519 %d)", len(names), len(names), len(names)); !strings.Contains(r.stdout, want) {
+		t.Fatalf("stat: want %q: %s", want, r)
 	}
 }
