@@ -71,6 +71,20 @@ func (e *Encryption) checkQueue() error {
 	return nil
 }
 
+// overhead returns what encryption adds to the smallest segment the Queue
+// writes: the key section of its header (as envelope.WrappedSize counts
+// the wrapped key) and one block's tag.
+func (e *Encryption) overhead() (int64, error) {
+	if e == nil {
+		return 0, nil
+	}
+	n, err := envelope.WrappedSize(e.Recipients...)
+	if err != nil {
+		return 0, fmt.Errorf("%w: Encryption.Recipients: %w", ErrConfig, err)
+	}
+	return int64(segment.KeySectionSize(n)) + segment.TagSize, nil
+}
+
 // keyring returns the Restorer's key unwrapper: one without identities
 // when e is nil, so that an encrypted segment is refused when opened (and
 // left in place), not while its blocks are read.

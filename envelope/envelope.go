@@ -92,6 +92,56 @@ func Wrap(ctx context.Context, key []byte, recipients ...Recipient) ([]byte, err
 	return buf.Bytes(), nil
 }
 
+// defaultStanzaBound is what WrappedSize counts for a ContextRecipient that
+// does not say how large its stanza can be.
+const defaultStanzaBound = 2 << 10
+
+// WrappedSize returns how many bytes a data key wrapped for recipients takes
+// (NewDataKey, Wrap), without calling a key service: the recipients that
+// wrap locally (age and SSH keys) wrap a throwaway key, so that their
+// stanzas are counted exactly; a ContextRecipient (a key service) is not
+// called and counts its MaxStanzaSize() if it has that method (a
+// KMSRecipient: a ciphertext of up to MaxKMSCiphertext bytes), else 2 KiB.
+// The Queue counts it in Config.Capacity.
+func WrappedSize(recipients ...Recipient) (int, error) {
+	if len(recipients) == 0 {
+		return 0, ErrNoRecipients
+	}
+	var local []Recipient
+	bound := 0
+	for _, r := range recipients {
+		if _, ok := r.(ContextRecipient); !ok {
+			local = append(local, r)
+			continue
+		}
+		if s, ok := r.(interface{ MaxStanzaSize() int }); ok {
+			bound += s.MaxStanzaSize()
+		} else {
+			bound += defaultStanzaBound
+		}
+	}
+	if len(local) == 0 {
+		return ageFixedSize + bound, nil
+	}
+	w, err := Wrap(context.Background(), make([]byte, segment.KeySize), local...)
+	if err != nil {
+		return 0, err
+	}
+	return len(w) + bound, nil
+}
+
+// ageFixedSize is what an age file holding a data key takes besides its
+// stanzas: the version line, the MAC line and the payload (nonce, key, tag).
+const ageFixedSize = len("age-encryption.org/v1\n") + len("--- \n") + 43 + 16 + segment.KeySize + 16
+
+// stanzaBodySize returns the size of a stanza body of n bytes: unpadded
+// base64 in lines of 64 columns, the last one shorter (empty when the
+// others hold it all).
+func stanzaBodySize(n int) int {
+	b64 := (4*n + 2) / 3
+	return b64 + b64/64 + 1
+}
+
 // Stanzas returns the kinds of recipient a wrapped key is wrapped for
 // ("X25519", "ssh-ed25519", "dlqdump-kms", ...), one per recipient, read
 // without unwrapping anything.

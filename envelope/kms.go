@@ -124,6 +124,18 @@ func (r *KMSRecipient) WrapContext(ctx context.Context, fileKey []byte) ([]*age.
 // String returns "kms:KEYID".
 func (r *KMSRecipient) String() string { return "kms:" + r.KeyID }
 
+// MaxKMSCiphertext is the largest ciphertext of a file key that
+// WrappedSize counts for a KMSRecipient: AWS KMS returns about 180 bytes for
+// the 16 bytes of a file key under a symmetric key.
+const MaxKMSCiphertext = 512
+
+// MaxStanzaSize returns the most bytes the stanza Wrap writes can take in
+// a wrapped key: its line naming KeyID and a ciphertext of up to
+// MaxKMSCiphertext bytes.
+func (r *KMSRecipient) MaxStanzaSize() int {
+	return len("-> "+KMSStanza+" ") + len(r.KeyID) + 1 + stanzaBodySize(MaxKMSCiphertext)
+}
+
 // KMSIdentity unwraps data keys wrapped by KMSRecipients of the same
 // service.
 type KMSIdentity struct {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/envelope"
+	"github.com/dlqdump/dlqdump/envelope/awskms"
+	"github.com/dlqdump/dlqdump/envelope/awskms/kmstest"
 	"github.com/dlqdump/dlqdump/segment"
 )
 
@@ -119,5 +121,49 @@ func TestKMSContext(t *testing.T) {
 	err = <-done
 	if !errors.Is(err, context.Canceled) || errors.Is(err, segment.ErrNoKey) || errors.Is(err, segment.ErrCorrupt) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestWrappedSize: exact for age and SSH recipients, an upper bound for a
+// KMS recipient (here the fake AWS KMS), whose service it does not call.
+func TestWrappedSize(t *testing.T) {
+	srv := kmstest.NewServer("k1")
+	defer srv.Close()
+	k := awskms.New(srv.Client())
+	pub, _ := sshKey(t)
+	sshRec, err := envelope.ParseRecipient(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newX25519(t).Recipient()
+	kmsRec := k.Recipient(kmstest.ARN("k1"))
+	for _, c := range []struct {
+		name  string
+		recs  []envelope.Recipient
+		exact bool
+	}{
+		{"X25519", []envelope.Recipient{x}, true},
+		{"X25519+ssh", []envelope.Recipient{x, sshRec}, true},
+		{"kms", []envelope.Recipient{kmsRec}, false},
+		{"X25519+kms", []envelope.Recipient{x, kmsRec}, false},
+	} {
+		calls := srv.Calls("Encrypt")
+		n, err := envelope.WrappedSize(c.recs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if srv.Calls("Encrypt") != calls {
+			t.Fatalf("%s: WrappedSize called the key service", c.name)
+		}
+		dk, err := envelope.NewDataKey(context.Background(), c.recs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(dk.Wrapped); got > n || c.exact && got != n {
+			t.Fatalf("%s: WrappedSize %d, a wrapped key takes %d", c.name, n, got)
+		}
+	}
+	if _, err := envelope.WrappedSize(); !errors.Is(err, envelope.ErrNoRecipients) {
+		t.Fatalf("no recipients: %v", err)
 	}
 }

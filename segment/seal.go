@@ -108,6 +108,11 @@ type KeyUnwrapper interface {
 	UnwrapKey(ctx context.Context, wrapped []byte) (key []byte, err error)
 }
 
+// KeySectionSize returns the size of the key section of an encrypted
+// segment whose wrapped data key takes wrappedLen bytes: what its header
+// takes beyond HeaderSize.
+func KeySectionSize(wrappedLen int) int { return keySectionFixed + wrappedLen }
+
 // appendKeySection appends the key section of a segment.
 func appendKeySection(dst []byte, salt *[saltSize]byte, wrapped []byte) []byte {
 	start := len(dst)
