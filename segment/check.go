@@ -60,6 +60,15 @@ func (r *Reader) nextJob() (blockJob, error) {
 		}
 		return blockJob{}, err
 	}
+	if r.seqSure && j.info.FirstSeq > r.seq {
+		// An intact block, after records that are not there: blocks
+		// removed (by someone who can write to the store, or lost).
+		// Reported once, as damage; the next call returns the block.
+		gap := r.corrupt(off, idx, fmt.Errorf("%w: records %d to %d are missing before this block (a block starting at record %d was expected)",
+			ErrCorrupt, r.seq, j.info.FirstSeq-1, r.seq))
+		r.seq = j.info.FirstSeq
+		return blockJob{}, gap
+	}
 	r.pass(&j.info, idx)
 	if r.skipSeq > j.info.FirstSeq {
 		j.skip = int(min(uint64(j.info.Count), r.skipSeq-j.info.FirstSeq))
@@ -72,6 +81,7 @@ func (r *Reader) pass(b *BlockInfo, idx int) {
 	r.next = b.End()
 	r.nblock = idx + 1
 	r.seq = max(r.seq, b.FirstSeq+uint64(b.Count))
+	r.seqSure = true
 }
 
 // checkJob verifies the block at off short of decompressing it. verified
@@ -122,12 +132,13 @@ func (r *Reader) skipDamage(off int64) {
 	if r.footer != nil {
 		if i := r.footer.blockAfter(off); i < len(r.footer.Blocks) {
 			b := r.footer.Blocks[i]
-			r.next, r.nblock, r.seq = b.Offset, i, b.FirstSeq
+			r.next, r.nblock, r.seq, r.seqSure = b.Offset, i, b.FirstSeq, true
 			return
 		}
 		r.next = r.end
 		return
 	}
+	r.seqSure = false // the damage held records of its own
 	r.next = r.resync(off + 1)
 }
 

@@ -78,6 +78,7 @@ type Reader struct {
 	// iteration
 	next    int64  // offset of the next block to load
 	seq     uint64 // lowest sequence number the next block may start at
+	seqSure bool   // the next block must start at seq: no records between (not after a Seek or damage)
 	skipSeq uint64 // records below this sequence number are not returned
 	nblock  int    // index of the next block
 	done    bool
@@ -146,7 +147,7 @@ func NewReaderContext(ctx context.Context, src io.ReaderAt, size int64, opts *Re
 		}
 		r.footerErr = err
 	}
-	r.next, r.seq = r.start, 0
+	r.next, r.seq, r.seqSure = r.start, 0, true
 	return r, nil
 }
 
@@ -200,6 +201,7 @@ func (r *Reader) Seek(pos Position) error {
 		pos.Offset = r.start
 	}
 	r.next, r.seq, r.skipSeq = pos.Offset, 0, pos.Seq
+	r.seqSure = pos.Offset == r.start && pos.Seq == 0
 	r.dropBlock()
 	r.done, r.pending, r.resyncs = false, nil, 0
 	r.nblock = 0
