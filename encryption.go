@@ -1,8 +1,10 @@
 package dlqdump
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -143,6 +145,20 @@ func (g *segRun) handedOver() (done bool, err error) {
 		g.prog.Successor = ""
 		return false, nil
 	}
+	// The progress may not be the rewrap's (it is checked against the
+	// key only once the segment is open, and a restorer without this
+	// segment's key hands it over too): the copy must hold every block of
+	// this one as it is, so that removing this one loses nothing.
+	same, err := g.sameBlocks(g.prog.Successor)
+	if err != nil {
+		return true, err
+	}
+	if !same {
+		g.r.mw.Fail("not_a_copy")
+		g.r.log.Warn("a restore progress names as this segment's copy a segment that does not hold its blocks; restoring it", slog.String("segment", g.name), slog.String("copy", g.prog.Successor))
+		g.prog.Successor = ""
+		return false, nil
+	}
 	if g.dry {
 		return true, nil
 	}
@@ -207,3 +223,55 @@ func (e *noKeyError) Error() string {
 }
 
 func (e *noKeyError) Unwrap() error { return ErrNoKey }
+
+// sameBlocks reports whether the sealed segment other holds the blocks of
+// this sealed segment, byte for byte, as a rewrapped copy does (a new
+// header and key section, the same blocks): everything this segment holds
+// is then in the copy, read with the same data key. Nothing is decrypted.
+func (g *segRun) sameBlocks(other string) (bool, error) {
+	ctx := g.ctx
+	span := func(name string) (io.ReaderAt, int64, int64, func(), error) {
+		f, err := g.r.c.Reader.Open(ctx, sink.AreaReady, name)
+		if err != nil {
+			return nil, 0, 0, nil, err
+		}
+		sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: name})
+		if err != nil || sr.Footer() == nil || !sr.Header().Encrypted {
+			f.Close()
+			return nil, -1, -1, nil, nil
+		}
+		end := sr.Start()
+		if bl := sr.Footer().Blocks; len(bl) > 0 {
+			end = bl[len(bl)-1].End()
+		}
+		return f, sr.Start(), end, func() { f.Close() }, nil
+	}
+	a, aStart, aEnd, aClose, err := span(g.name)
+	if err != nil || a == nil {
+		return false, err
+	}
+	defer aClose()
+	b, bStart, bEnd, bClose, err := span(other)
+	if err != nil || b == nil {
+		return false, err
+	}
+	defer bClose()
+	if aEnd-aStart != bEnd-bStart {
+		return false, nil
+	}
+	const chunk = 256 << 10
+	x, y := make([]byte, chunk), make([]byte, chunk)
+	for off := int64(0); off < aEnd-aStart; off += chunk {
+		n := int(min(chunk, aEnd-aStart-off))
+		if got, err := a.ReadAt(x[:n], aStart+off); got < n {
+			return false, err
+		}
+		if got, err := b.ReadAt(y[:n], bStart+off); got < n {
+			return false, err
+		}
+		if !bytes.Equal(x[:n], y[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

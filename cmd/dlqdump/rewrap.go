@@ -176,38 +176,51 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 		return nil
 	}
 	if prog.Successor != "" {
-		// An earlier rewrap published its copy, or did not.
+		// An earlier rewrap published its copy, or did not. The progress
+		// naming it must be that rewrap's, signed with the segment's key:
+		// anyone who can write to the store could name another segment.
+		if err := a.checkProgress(l, si, cl.Progress()); err != nil {
+			return "", err
+		}
 		if f, err := l.reader.Open(ctx, sink.AreaReady, prog.Successor); err == nil {
 			f.Close()
 			return prog.Successor, finish()
 		}
 	}
 	var newName string
-	publish := func(sw sink.SegmentWriter, name string, shift int64) error {
+	publish := func(sw sink.SegmentWriter, c rewrapped) error {
+		// The progress moves to the copy, signed anew: only one that
+		// authenticates, or a progress forged in the store would be
+		// signed with the key.
+		if !prog.Empty() {
+			if err := claims.VerifyProgress(cl.Progress(), c.key, c.origID); err != nil {
+				return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
+			}
+		}
 		// The copy's record first: pending on the original, with the
 		// progress moved by the shift.
 		p := prog
 		p.Successor = ""
 		if p.Offset != 0 { // (0, 0) is the start in any segment
-			p.Offset += shift
+			p.Offset += c.shift
 		}
 		rec := claims.Record{V: claims.Version, Rev: 1, State: claims.StatePending, Parent: si.Name, Written: time.Now().UTC()}
 		if p.Started() {
-			rec.Progress = p.Marshal()
+			rec.Progress = p.MarshalSigned(c.key, c.copyID)
 		}
-		if err := a.putRecord(l, name, &rec); err != nil {
+		if err := a.putRecord(l, c.name, &rec); err != nil {
 			return err
 		}
 		// Then the original names its copy, so that a restorer taking it
 		// over after an interruption knows what became of it.
-		prog.Successor = name
-		if err := keep.Save(ctx, prog.Marshal()); err != nil {
+		prog.Successor = c.name
+		if err := keep.Save(ctx, prog.MarshalSigned(c.key, c.origID)); err != nil {
 			return err
 		}
 		if err := keep.Hold(); err != nil {
 			return err
 		}
-		newName = name
+		newName = c.name
 		return sw.Commit(ctx)
 	}
 	if err := a.rewrapCopy(l, si, recs, publish); err != nil {
@@ -220,8 +233,8 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 // copy is published and the original deleted.
 func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
 	var newName string
-	err := a.rewrapCopy(l, si, recs, func(sw sink.SegmentWriter, name string, _ int64) error {
-		newName = name
+	err := a.rewrapCopy(l, si, recs, func(sw sink.SegmentWriter, c rewrapped) error {
+		newName = c.name
 		return sw.Commit(a.ctx)
 	})
 	if err != nil {
@@ -233,10 +246,19 @@ func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipien
 	return newName, nil
 }
 
+// rewrapped describes the copy rewrapCopy wrote, for publish.
+type rewrapped struct {
+	name   string
+	shift  int64  // what the copy's offsets add to the original's
+	key    []byte // the data key, the same in both
+	origID segment.ID
+	copyID segment.ID
+}
+
 // rewrapCopy writes the copy of a segment with its key wrapped for recs and
 // calls publish to publish it (publish commits sw), then reads the copy
 // back: its blocks must verify.
-func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, publish func(sw sink.SegmentWriter, name string, shift int64) error) error {
+func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, publish func(sw sink.SegmentWriter, c rewrapped) error) error {
 	ctx := a.ctx
 	f, err := l.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
@@ -274,7 +296,7 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, p
 	}
 	shift, err := segment.Rewrap(sw, sr, id, created, wrapped)
 	if err == nil {
-		err = publish(sw, name, shift)
+		err = publish(sw, rewrapped{name: name, shift: shift, key: sr.DataKey().Key, origID: sr.Header().ID, copyID: id})
 	}
 	if err != nil {
 		_ = sw.Abort()
@@ -318,6 +340,35 @@ func (a *app) putRecord(l *location, name string, rec *claims.Record) error {
 	}
 	if _, err := l.reader.WriteRecord(a.ctx, name, data, ""); err != nil {
 		return fmt.Errorf("write the claim record of %s: %w", l.segPath(sink.AreaReady, name), err)
+	}
+	return nil
+}
+
+// checkProgress checks the progress of segment si's record against its data
+// key: an error unless it authenticates (or says nothing).
+func (a *app) checkProgress(l *location, si sink.Info, raw json.RawMessage) error {
+	prog, err := claims.ParseProgress(raw)
+	if err != nil || prog.Empty() {
+		return err
+	}
+	f, err := l.reader.Open(a.ctx, si.Area, si.Name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ro, err := a.readerOptions(si.Name)
+	if err != nil {
+		return err
+	}
+	sr, err := segment.NewReaderContext(a.ctx, f, f.Size(), ro)
+	if err != nil {
+		return keyHint(err)
+	}
+	if sr.DataKey() == nil {
+		return keyHint(sr.KeyError())
+	}
+	if err := claims.VerifyProgress(raw, sr.DataKey().Key, sr.Header().ID); err != nil {
+		return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
 	}
 	return nil
 }
