@@ -1,7 +1,10 @@
 package dlqdump_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,5 +319,90 @@ func readEncPlain(data []byte, id *age.X25519Identity) (map[uint64]string, error
 			return out, nil
 		}
 		out[rec.Seq] = string(rec.Payload)
+	}
+}
+
+// TestForgedFooter changes the footer's index of an encrypted segment (it
+// is not authenticated: a process without the key seals the segments its
+// writer left open), checksum fixed: it no longer matches the blocks,
+// whose headers are authenticated. The Restorer reports the footer as
+// damage, reads the blocks as they are, delivers every record and
+// quarantines the segment, rather than skip a block. Before, the blocks the
+// footer lied about were skipped as damage.
+func TestForgedFooter(t *testing.T) {
+	a := newIdentity(t)
+	items, good := encItems("footer", 600)
+	dir, name, blocks := forgeryDump(t, a, items)
+	path := filepath.Join(dir, name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index entry of block 1 says it holds one record less, block 2
+	// one more: the index still counts every record.
+	foff := blocks[len(blocks)-1].End()
+	e1 := foff + segment.FooterFixedSize + segment.IndexEntrySize
+	e2 := e1 + segment.IndexEntrySize
+	le := binary.LittleEndian
+	le.PutUint32(data[e1+16:], le.Uint32(data[e1+16:])-1)
+	le.PutUint64(data[e2+8:], le.Uint64(data[e2+8:])-1)
+	le.PutUint32(data[e2+16:], le.Uint32(data[e2+16:])+1)
+	flen := int64(len(data)) - segment.TrailerSize - foff
+	le.PutUint32(data[foff+flen-4:], crc32.Checksum(data[foff:foff+flen-4], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd := &fs.Reader{Directory: dir}
+	got, rep := restoreWith(t, rd, a, &failCounter{})
+	checkDelivered(t, got, good)
+	if rep.DamagedBlocks != 1 || !slices.Contains(areaNames(t, rd, sink.AreaQuarantine), name) {
+		t.Fatalf("a forged footer: report %+v", rep)
+	}
+}
+
+// TestTruncatedAndResealed is what stays possible: cutting off a segment's
+// last blocks and sealing what is left with a new footer, as a process
+// without the key legitimately seals a segment its writer left open. The
+// blocks left are intact and authentic, and nothing records how many there
+// were: the Restorer delivers them and removes the segment. It is no more
+// than deleting the segment, which anyone who can write to the store can
+// do; the README says so ("What is encrypted, and what is not").
+func TestTruncatedAndResealed(t *testing.T) {
+	a := newIdentity(t)
+	items, _ := encItems("truncated", 600)
+	dir, name, blocks := forgeryDump(t, a, items)
+	path := filepath.Join(dir, name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := blocks[len(blocks)-2].End()
+	res, err := segment.Scan(strings.NewReader(string(data[:keep])), keep, nil)
+	if err != nil || res.Damage != nil || res.End != keep {
+		t.Fatalf("scan: %+v, %v", res, err)
+	}
+	var out bytes.Buffer
+	out.Write(data[:keep])
+	if err := segment.Seal(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := readEncPlain(data, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for seq := range res.Records {
+		if p := all[seq]; !strings.HasPrefix(p, "poison") {
+			want[p] = 1
+		}
+	}
+	rd := &fs.Reader{Directory: dir}
+	got, rep := restoreWith(t, rd, a, &failCounter{})
+	checkDelivered(t, got, want)
+	if rep.DamagedBlocks != 0 || rep.QuarantinedSegments != 0 || rep.Segments != 1 {
+		t.Fatalf("report %+v", rep)
 	}
 }

@@ -61,19 +61,20 @@ type Reader struct {
 	maxBlock  int
 	expansion int64
 
-	hdr       Header
-	start     int64   // where blocks start: the header's size
-	seal      *sealer // the block key, once unwrapped
-	key       *DataKey
-	keyErr    error  // why blocks cannot be opened, for an encrypted segment without its key
-	wrapped   []byte // the wrapped data key of an encrypted segment
-	salt      [saltSize]byte
-	verifying bool     // VerifyBlock: no key needed
-	aad       [56]byte // the header of the block checkBlock verified last
-	plain     []byte   // storage for opened blocks
-	footer    *Footer
-	footerErr error
-	end       int64 // where blocks end: the footer's offset, or size
+	hdr        Header
+	start      int64   // where blocks start: the header's size
+	seal       *sealer // the block key, once unwrapped
+	key        *DataKey
+	keyErr     error  // why blocks cannot be opened, for an encrypted segment without its key
+	wrapped    []byte // the wrapped data key of an encrypted segment
+	salt       [saltSize]byte
+	verifying  bool     // VerifyBlock: no key needed
+	aad        [56]byte // the header of the block checkBlock verified last
+	plain      []byte   // storage for opened blocks
+	footer     *Footer
+	footerErr  error
+	footerLies bool  // its index did not match an authenticated block: not used since
+	end        int64 // where blocks end: the footer's offset, or size
 
 	// iteration
 	next    int64  // offset of the next block to load

@@ -3,8 +3,10 @@ package segment
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"testing"
@@ -352,5 +354,54 @@ func TestMissingBlocks(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFooterLies changes an encrypted segment's footer index (not
+// authenticated), checksum fixed, so that it no longer matches the blocks:
+// read with the key, the footer is reported once and every record is
+// returned, the blocks' headers being authenticated; without the key,
+// checksums only, the blocks it does not match are damage.
+func TestFooterLies(t *testing.T) {
+	t.Parallel()
+	key := testDataKey("footer")
+	recs := testRecords(120)
+	data := writeRecords(t, CodecZstd, &WriterOptions{BlockSize: 700, Key: key}, recs)
+	blocks := open(t, data, &ReaderOptions{Keys: testKeys{key}}).Footer().Blocks
+	foff := blocks[len(blocks)-1].End()
+	e1 := foff + FooterFixedSize + IndexEntrySize
+	e2 := e1 + IndexEntrySize
+	le := binary.LittleEndian
+	le.PutUint32(data[e1+16:], le.Uint32(data[e1+16:])-1)
+	le.PutUint64(data[e2+8:], le.Uint64(data[e2+8:])-1)
+	le.PutUint32(data[e2+16:], le.Uint32(data[e2+16:])+1)
+	flen := int64(len(data)) - TrailerSize - foff
+	le.PutUint32(data[foff+flen-4:], crc32.Checksum(data[foff:foff+flen-4], castag))
+	ro := &ReaderOptions{Name: "lies.dlq", Keys: testKeys{key}}
+	if !open(t, data, ro).Sealed() {
+		t.Fatal("the forged footer is not taken as one")
+	}
+	var all []uint64
+	for i := range uint64(len(recs)) {
+		all = append(all, i)
+	}
+	for api, got := range readAllWays(t, data, ro) {
+		if !slices.Equal(got[0], all) || !slices.Equal(got[1], []uint64{uint64(blocks[1].Offset)}) {
+			t.Fatalf("%s: records %v, damage at %v; want all, damage at %d", api, got[0], got[1], blocks[1].Offset)
+		}
+	}
+	r := open(t, data, &ReaderOptions{Name: "lies.dlq"})
+	var damaged int
+	for {
+		_, err := r.VerifyBlock()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			damaged++
+		}
+	}
+	if damaged == 0 {
+		t.Fatal("without the key, the blocks the footer does not match pass")
 	}
 }
