@@ -43,7 +43,11 @@ import (
 // headers and the footer (block index, record counts, sizes and time
 // ranges). The footer is not authenticated either (a process without the
 // key seals a segment its writer left open); the block headers it indexes
-// are.
+// are, so a Reader with the key reports a footer that does not match them
+// and reads the blocks as they are, and records missing between blocks are
+// damage (the writer numbers them without gaps). Nothing records how many
+// blocks a segment had: its last ones can be cut off, and the rest sealed
+// again, as deleting the segment can.
 const (
 	// FormatVersionEncrypted is the layout version of encrypted segments.
 	FormatVersionEncrypted = 2
