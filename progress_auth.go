@@ -29,8 +29,7 @@ func (g *segRun) marshal() json.RawMessage {
 // quarantine with the reason, and its record's progress cleared, so that
 // releasing it restores every one of its records, those delivered already
 // included. It is logged, counted as Fail("unauthenticated_progress") and
-// as a quarantined segment.
-// It reports whether it quarantined the segment.
+// as a quarantined segment. It reports whether it quarantined the segment.
 func (g *segRun) authenticate() (quarantined bool, _ error) {
 	if g.prog.Empty() {
 		return false, nil // the start: nothing to trust
