@@ -69,10 +69,11 @@ type Config struct {
 
 	// Queue fields.
 
-	// Capacity is the largest stored size of a segment, in bytes. A segment
-	// is sealed and published before it would grow past Capacity; a single
-	// record larger than that gets a segment of its own. Required; at
-	// least 4 KiB.
+	// Capacity is the largest stored size of a segment, in bytes, its
+	// header (with an encrypted segment's key section) and footer included.
+	// A segment is sealed and published before it would grow past
+	// Capacity; a single record larger than that gets a segment of its own.
+	// Required; at least 4 KiB.
 	Capacity MemorySize
 	// FlushInterval is how long a segment stays open after its first record
 	// before it is sealed and published even if not full. Default 30s.
@@ -103,7 +104,8 @@ type Config struct {
 	EnqueueTimeout time.Duration
 	// BlockSize is the raw size at which records are cut into a block and
 	// compressed. Larger blocks compress better and cost more memory per
-	// reader. Default 256 KiB; at most Capacity minus the segment's framing.
+	// reader. Default 256 KiB, or less to fit Capacity; at most Capacity
+	// minus the segment's framing (with Encryption, its key section too).
 	BlockSize MemorySize
 	// Codec is how blocks are compressed. Default Zstd.
 	Codec Codec
@@ -453,14 +455,25 @@ func (c *Config) queueConfig() (*queueConfig, error) {
 		q.Logger = slog.New(slog.DiscardHandler)
 	}
 	// A block of BlockSize raw bytes must fit in an empty segment even if it
-	// does not compress.
+	// does not compress, with an encrypted segment's key section and tag.
 	room := int64(c.Capacity) - segment.HeaderSize - segment.BlockHeaderSize - segmentFooterSize(1)
+	keys, err := c.Encryption.overhead()
+	if err != nil {
+		return nil, err
+	}
+	room -= keys
+	with := ""
+	if keys > 0 {
+		with = fmt.Sprintf(", after the %d bytes encryption adds to its header and block", keys)
+	}
 	bs := int64(c.BlockSize)
 	switch {
+	case bs == 0 && room < 512:
+		return nil, fmt.Errorf("%w: Capacity: %s leaves %d bytes for a block%s; at least 512 are needed", ErrConfig, c.Capacity, room, with)
 	case bs == 0:
 		bs = min(segment.DefaultBlockSize, room)
 	case bs > room:
-		return nil, fmt.Errorf("%w: BlockSize: %s does not fit in a segment of Capacity %s (at most %d bytes)", ErrConfig, c.BlockSize, c.Capacity, room)
+		return nil, fmt.Errorf("%w: BlockSize: %s does not fit in a segment of Capacity %s (at most %d bytes%s)", ErrConfig, c.BlockSize, c.Capacity, room, with)
 	case bs < 512:
 		return nil, fmt.Errorf("%w: BlockSize: %s is less than 512 bytes", ErrConfig, c.BlockSize)
 	case bs > segment.MaxBlockSize:

@@ -1,9 +1,12 @@
 package dlqdump
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -33,10 +36,12 @@ type Encryption struct {
 	// Identities unwrap the data keys of the encrypted segments a Restorer
 	// reads: age and SSH private keys (envelope.ReadIdentityFile),
 	// awskms.KMS.Identity. A segment none of them unwraps is left in place
-	// for another restorer (logged, counted as Fail("no_key")) and not
-	// tried again by this Restorer (make a new one with the right
-	// identities); a key service that cannot be reached is tried again
-	// on the next pass. Its side
+	// for another restorer (logged once, counted as Fail("no_key")) and not
+	// opened again by this Restorer (make a new one with the right
+	// identities); every pass that meets it counts it in
+	// Report.NoKeySegments and returns an error wrapping ErrNoKey naming
+	// it, also kept as Stats().LastError. A key service that cannot be
+	// reached is tried again on the next pass. Its side
 	// segments are written encrypted under its own key, so a Restorer needs
 	// no recipients. A Queue ignores it. Default none.
 	Identities []envelope.Identity
@@ -68,6 +73,20 @@ func (e *Encryption) checkQueue() error {
 	return nil
 }
 
+// overhead returns what encryption adds to the smallest segment the Queue
+// writes: the key section of its header (as envelope.WrappedSize counts
+// the wrapped key) and one block's tag.
+func (e *Encryption) overhead() (int64, error) {
+	if e == nil {
+		return 0, nil
+	}
+	n, err := envelope.WrappedSize(e.Recipients...)
+	if err != nil {
+		return 0, fmt.Errorf("%w: Encryption.Recipients: %w", ErrConfig, err)
+	}
+	return int64(segment.KeySectionSize(n)) + segment.TagSize, nil
+}
+
 // keyring returns the Restorer's key unwrapper: one without identities
 // when e is nil, so that an encrypted segment is refused when opened (and
 // left in place), not while its blocks are read.
@@ -85,7 +104,7 @@ func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
 	if e == nil {
 		return nil, nil
 	}
-	dk, err := envelope.NewDataKey(e.Recipients...)
+	dk, err := envelope.NewDataKey(q.ctx, e.Recipients...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: new data key: %w", err)
 	}
@@ -126,6 +145,20 @@ func (g *segRun) handedOver() (done bool, err error) {
 		g.prog.Successor = ""
 		return false, nil
 	}
+	// The progress may not be the rewrap's (it is checked against the
+	// key only once the segment is open, and a restorer without this
+	// segment's key hands it over too): the copy must hold every block of
+	// this one as it is, so that removing this one loses nothing.
+	same, err := g.sameBlocks(g.prog.Successor)
+	if err != nil {
+		return true, err
+	}
+	if !same {
+		g.r.mw.Fail("not_a_copy")
+		g.r.log.Warn("a restore progress names as this segment's copy a segment that does not hold its blocks; restoring it", slog.String("segment", g.name), slog.String("copy", g.prog.Successor))
+		g.prog.Successor = ""
+		return false, nil
+	}
 	if g.dry {
 		return true, nil
 	}
@@ -143,18 +176,102 @@ func (g *segRun) openFailed(err error) (handled bool, _ error) {
 	r := g.r
 	switch {
 	case errors.Is(err, segment.ErrNoKey):
+		// Returned, for Run to count and name: a pass that restored
+		// nothing because it could decrypt nothing must say so.
 		if g.dry {
 			g.rep.ByReason["left: no key"]++
-			return true, nil
+			return true, err
 		}
 		r.mu.Lock()
-		r.skip[g.name] = err.Error()
+		r.skip[g.name] = skipped{reason: err.Error(), noKey: true}
 		r.mu.Unlock()
 		r.mw.Fail("no_key")
 		r.log.Warn("leaving an encrypted segment in place: no identity unwraps its key", slog.String("segment", g.name), slog.Any("error", err))
-		return true, nil
+		return true, err
 	case errors.Is(err, segment.ErrUnencrypted):
 		return true, g.quarantineWhole("unencrypted", "not encrypted, and Encryption.RequireEncrypted is set", 0)
 	}
 	return false, nil
+}
+
+// skipped is why a Restorer leaves a segment in place on every pass.
+type skipped struct {
+	reason string
+	noKey  bool // no identity unwraps its key
+}
+
+// noKeyError is what a pass returns when it left encrypted segments in
+// place for want of a key: it wraps ErrNoKey and names them.
+type noKeyError struct {
+	names []string
+}
+
+// maxNamed caps the segments a noKeyError names.
+const maxNamed = 10
+
+func (e *noKeyError) Error() string {
+	names := e.names
+	more := ""
+	if len(names) > maxNamed {
+		names, more = names[:maxNamed], fmt.Sprintf(" and %d more", len(e.names)-maxNamed)
+	}
+	n := "1 encrypted segment"
+	if len(e.names) != 1 {
+		n = fmt.Sprintf("%d encrypted segments", len(e.names))
+	}
+	return fmt.Sprintf("%v: %s left in place, no identity unwraps their data keys: %s%s", ErrNoKey, n, strings.Join(names, ", "), more)
+}
+
+func (e *noKeyError) Unwrap() error { return ErrNoKey }
+
+// sameBlocks reports whether the sealed segment other holds the blocks of
+// this sealed segment, byte for byte, as a rewrapped copy does (a new
+// header and key section, the same blocks): everything this segment holds
+// is then in the copy, read with the same data key. Nothing is decrypted.
+func (g *segRun) sameBlocks(other string) (bool, error) {
+	ctx := g.ctx
+	span := func(name string) (io.ReaderAt, int64, int64, func(), error) {
+		f, err := g.r.c.Reader.Open(ctx, sink.AreaReady, name)
+		if err != nil {
+			return nil, 0, 0, nil, err
+		}
+		sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: name})
+		if err != nil || sr.Footer() == nil || !sr.Header().Encrypted {
+			f.Close()
+			return nil, -1, -1, nil, nil
+		}
+		end := sr.Start()
+		if bl := sr.Footer().Blocks; len(bl) > 0 {
+			end = bl[len(bl)-1].End()
+		}
+		return f, sr.Start(), end, func() { f.Close() }, nil
+	}
+	a, aStart, aEnd, aClose, err := span(g.name)
+	if err != nil || a == nil {
+		return false, err
+	}
+	defer aClose()
+	b, bStart, bEnd, bClose, err := span(other)
+	if err != nil || b == nil {
+		return false, err
+	}
+	defer bClose()
+	if aEnd-aStart != bEnd-bStart {
+		return false, nil
+	}
+	const chunk = 256 << 10
+	x, y := make([]byte, chunk), make([]byte, chunk)
+	for off := int64(0); off < aEnd-aStart; off += chunk {
+		n := int(min(chunk, aEnd-aStart-off))
+		if got, err := a.ReadAt(x[:n], aStart+off); got < n {
+			return false, err
+		}
+		if got, err := b.ReadAt(y[:n], bStart+off); got < n {
+			return false, err
+		}
+		if !bytes.Equal(x[:n], y[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

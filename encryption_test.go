@@ -116,7 +116,8 @@ func (c *collector) delivered() map[string]int {
 }
 
 // restoreAll runs a Restorer with identities over st until a pass claims
-// nothing, and returns what it delivered.
+// nothing, and returns what it delivered. A pass may leave segments it has
+// no key for (an error wrapping ErrNoKey).
 func restoreAll(t *testing.T, st encStore, enc *dlqdump.Encryption) (map[string]int, *dlqdump.Restorer) {
 	t.Helper()
 	c := &collector{}
@@ -126,7 +127,7 @@ func restoreAll(t *testing.T, st encStore, enc *dlqdump.Encryption) (map[string]
 	}
 	for range 100 {
 		rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
-		if err != nil {
+		if err != nil && !errors.Is(err, dlqdump.ErrNoKey) {
 			t.Fatal(err)
 		}
 		if rep.Claimed == 0 {
@@ -355,7 +356,7 @@ func TestRewrapHandover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrapped, err := envelope.Wrap(sr.DataKey().Key, a.Recipient())
+			wrapped, err := envelope.Wrap(context.Background(), sr.DataKey().Key, a.Recipient())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,7 +31,9 @@ type segRun struct {
 	f        sink.File
 	sr       *segment.Reader
 	hdr      segment.Header
+	found    json.RawMessage // the progress as found in the record
 	prog     claims.Progress
+	key      []byte // an encrypted segment's data key: the progress is signed with it
 	lastSave time.Time
 	filtered bool
 
@@ -87,6 +89,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		defer g.release()
 	}
 	g.lastSave = time.Now()
+	g.found = found
 	err := g.run(found)
 	if g.f != nil {
 		_ = g.f.Close()
@@ -139,7 +142,7 @@ func (g *segRun) run(found json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	g.sr, err = segment.NewReader(g.f, g.f.Size(), r.readerOptions(g.name))
+	g.sr, err = segment.NewReaderContext(g.ctx, g.f, g.f.Size(), r.readerOptions(g.name))
 	if err != nil {
 		var ce *segment.CorruptError
 		if !errors.As(err, &ce) {
@@ -151,6 +154,12 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.quarantineWhole("damaged", "unreadable: "+err.Error(), 0)
 	}
 	g.hdr = g.sr.Header()
+	if dk := g.sr.DataKey(); dk != nil {
+		g.key = dk.Key
+		if done, err := g.authenticate(); done || err != nil {
+			return err
+		}
+	}
 	if v := Version(g.hdr.DataVersion); !r.versionOK(v) {
 		return g.versionMismatch(v)
 	}
@@ -346,7 +355,7 @@ func (g *segRun) save(force bool) error {
 	if g.dry {
 		return nil
 	}
-	p := g.prog.Marshal()
+	p := g.marshal()
 	if !force && time.Since(g.lastSave) < g.r.c.CheckpointInterval {
 		g.keep.SetProgress(p)
 		return nil
@@ -370,7 +379,7 @@ func (g *segRun) stop(pos segment.Position, cause error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
 	defer cancel()
-	if err := g.keep.Save(ctx, g.prog.Marshal()); err != nil {
+	if err := g.keep.Save(ctx, g.marshal()); err != nil {
 		return errors.Join(cause, fmt.Errorf("dlqdump: record where segment %s stopped: %w", g.name, err))
 	}
 	return cause
@@ -491,7 +500,7 @@ func (g *segRun) versionMismatch(v Version) error {
 			return nil
 		}
 		r.mu.Lock()
-		r.skip[g.name] = reason
+		r.skip[g.name] = skipped{reason: reason}
 		r.mu.Unlock()
 		r.log.Info("leaving a segment of another version in place", slog.String("segment", g.name), slog.String("reason", reason))
 		return nil

@@ -50,7 +50,7 @@ type Restorer struct {
 	close     context.CancelFunc // Close: stop waiting, at the next record
 	mu        sync.Mutex
 	closed    bool
-	skip      map[string]string // segments left in place (VersionKeep), by reason
+	skip      map[string]skipped // segments left in place (VersionKeep, no key)
 	bgCancel  context.CancelFunc
 	bgWG      sync.WaitGroup
 
@@ -138,6 +138,12 @@ type Report struct {
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
+	// NoKeySegments counts the encrypted segments left in place because no
+	// identity of Config.Encryption unwraps their data key (or it has
+	// none): they were not restored, and the pass returns an error wrapping
+	// ErrNoKey naming them. Counted on every pass that meets them, also
+	// when this Restorer left them before.
+	NoKeySegments int
 	// ByReason counts delivered records by their HeaderReason ("" when
 	// absent); in a dry run, the records that would be delivered, and
 	// "quarantine: ..." entries for those that would be quarantined.
@@ -162,7 +168,7 @@ func NewRestorer(config *Config) (*Restorer, error) {
 		mw:   c.MetricsWriter,
 		log:  c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
 		run:  make(chan struct{}, 1),
-		skip: map[string]string{},
+		skip: map[string]skipped{},
 	}
 	r.claimer, err = claims.NewClaimer(c.Reader, c.Owner, c.Lease, &claims.Options{Logger: r.log})
 	if err != nil {
@@ -184,7 +190,10 @@ func (r *Restorer) Restore(ctx context.Context) error {
 
 // Run makes one pass with options and reports what it did. Segments claimed
 // by other restorers are left to them. Errors with one segment do not stop the
-// pass; they are joined into the returned error. A pass stopped by ctx
+// pass; they are joined into the returned error. Encrypted segments no
+// identity unwraps are left in place, counted in Report.NoKeySegments and
+// named in an error wrapping ErrNoKey, so that "nothing to restore" is never
+// mistaken for "nothing this Restorer can decrypt". A pass stopped by ctx
 // records where it stopped (with a short deadline of its own) and returns
 // ctx's error.
 func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
@@ -230,6 +239,22 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 	}()
 	var errs []error
+	var noKey []string
+	// result is the pass's error: errs, and the segments left for want of
+	// a key.
+	result := func() error {
+		if len(noKey) == 0 {
+			return errors.Join(errs...)
+		}
+		nk := &noKeyError{names: noKey}
+		if !opts.DryRun {
+			r.setErr(nk)
+		}
+		if len(errs) == 0 {
+			return nk
+		}
+		return errors.Join(append(errs, nk)...)
+	}
 	for _, si := range st.readyNames {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -238,9 +263,13 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			continue
 		}
 		r.mu.Lock()
-		_, skipped := r.skip[si]
+		sk, skipped := r.skip[si]
 		r.mu.Unlock()
 		if skipped {
+			if sk.noKey {
+				rep.NoKeySegments++
+				noKey = append(noKey, si)
+			}
 			continue
 		}
 		err := r.restoreSegment(ctx, si, &opts, &rep)
@@ -250,11 +279,14 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		switch {
 		case err == nil:
 		case errors.Is(err, errStop):
-			return rep, errors.Join(errs...)
+			return rep, result()
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++ // another restorer has it
 		case errors.Is(err, ErrNotFound):
 			// Another restorer finished it.
+		case errors.Is(err, ErrNoKey):
+			rep.NoKeySegments++ // left in place, logged by openFailed
+			noKey = append(noKey, si)
 		case ctx.Err() != nil:
 			return rep, ctx.Err()
 		default:
@@ -265,7 +297,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			}
 		}
 	}
-	return rep, errors.Join(errs...)
+	return rep, result()
 }
 
 // sweep removes the records of segments that are neither ready nor
@@ -366,7 +398,14 @@ func (r *Restorer) passLoop(ctx context.Context) {
 			opts.stopAt = closes
 		}
 		rep, err := r.Run(ctx, opts)
-		if err != nil && ctx.Err() == nil {
+		var nk *noKeyError
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.As(err, &nk) && err == error(nk):
+			// Only segments left for want of a key: each was logged when
+			// first met, and Stats().LastError says it.
+			r.log.Debug("restore pass left encrypted segments in place", slog.Any("error", err))
+		default:
 			r.log.Warn("restore pass failed", slog.Any("error", err))
 		}
 		if rep.Delivered > 0 || rep.Quarantined > 0 {

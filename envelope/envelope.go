@@ -13,6 +13,7 @@ package envelope
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -44,11 +45,12 @@ const MaxStanzas = 32
 var ErrNoRecipients = errors.New("dlqdump: no recipients to wrap the data key for")
 
 // NewDataKey returns a new random data key wrapped for every one of
-// recipients.
-func NewDataKey(recipients ...Recipient) (*segment.DataKey, error) {
+// recipients. ctx bounds the calls of recipients that make any (a
+// ContextRecipient: a key service).
+func NewDataKey(ctx context.Context, recipients ...Recipient) (*segment.DataKey, error) {
 	key := make([]byte, segment.KeySize)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails on supported platforms.
-	wrapped, err := Wrap(key, recipients...)
+	wrapped, err := Wrap(ctx, key, recipients...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,16 +59,24 @@ func NewDataKey(recipients ...Recipient) (*segment.DataKey, error) {
 
 // Wrap wraps key for every one of recipients: an age file whose content is
 // key. Used to make a segment's key readable by other recipients (key
-// rotation, dlqdump rewrap).
-func Wrap(key []byte, recipients ...Recipient) ([]byte, error) {
+// rotation, dlqdump rewrap). ctx bounds the calls of recipients that make
+// any (a ContextRecipient: a key service).
+func Wrap(ctx context.Context, key []byte, recipients ...Recipient) ([]byte, error) {
 	if len(recipients) == 0 {
 		return nil, ErrNoRecipients
 	}
 	if len(recipients) > MaxStanzas {
 		return nil, fmt.Errorf("dlqdump: wrap data key: %d recipients, at most %d", len(recipients), MaxStanzas)
 	}
+	bound := make([]Recipient, len(recipients))
+	for i, r := range recipients {
+		bound[i] = r
+		if cr, ok := r.(ContextRecipient); ok {
+			bound[i] = boundRecipient{r: cr, ctx: ctx}
+		}
+	}
 	var buf bytes.Buffer
-	w, err := age.Encrypt(&buf, recipients...)
+	w, err := age.Encrypt(&buf, bound...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: wrap data key: %w", err)
 	}
@@ -80,6 +90,56 @@ func Wrap(key []byte, recipients ...Recipient) ([]byte, error) {
 		return nil, fmt.Errorf("dlqdump: wrap data key: %d bytes wrapped for %d recipients, more than a segment holds (%d)", buf.Len(), len(recipients), segment.MaxWrappedKey)
 	}
 	return buf.Bytes(), nil
+}
+
+// defaultStanzaBound is what WrappedSize counts for a ContextRecipient that
+// does not say how large its stanza can be.
+const defaultStanzaBound = 2 << 10
+
+// WrappedSize returns how many bytes a data key wrapped for recipients takes
+// (NewDataKey, Wrap), without calling a key service: the recipients that
+// wrap locally (age and SSH keys) wrap a throwaway key, so that their
+// stanzas are counted exactly; a ContextRecipient (a key service) is not
+// called and counts its MaxStanzaSize() if it has that method (a
+// KMSRecipient: a ciphertext of up to MaxKMSCiphertext bytes), else 2 KiB.
+// The Queue counts it in Config.Capacity.
+func WrappedSize(recipients ...Recipient) (int, error) {
+	if len(recipients) == 0 {
+		return 0, ErrNoRecipients
+	}
+	var local []Recipient
+	bound := 0
+	for _, r := range recipients {
+		if _, ok := r.(ContextRecipient); !ok {
+			local = append(local, r)
+			continue
+		}
+		if s, ok := r.(interface{ MaxStanzaSize() int }); ok {
+			bound += s.MaxStanzaSize()
+		} else {
+			bound += defaultStanzaBound
+		}
+	}
+	if len(local) == 0 {
+		return ageFixedSize + bound, nil
+	}
+	w, err := Wrap(context.Background(), make([]byte, segment.KeySize), local...)
+	if err != nil {
+		return 0, err
+	}
+	return len(w) + bound, nil
+}
+
+// ageFixedSize is what an age file holding a data key takes besides its
+// stanzas: the version line, the MAC line and the payload (nonce, key, tag).
+const ageFixedSize = len("age-encryption.org/v1\n") + len("--- \n") + 43 + 16 + segment.KeySize + 16
+
+// stanzaBodySize returns the size of a stanza body of n bytes: unpadded
+// base64 in lines of 64 columns, the last one shorter (empty when the
+// others hold it all).
+func stanzaBodySize(n int) int {
+	b64 := (4*n + 2) / 3
+	return b64 + b64/64 + 1
 }
 
 // Stanzas returns the kinds of recipient a wrapped key is wrapped for
@@ -146,8 +206,9 @@ func (k *Keyring) Identities() []Identity { return k.ids }
 // when no identity matches, segment.ErrCorrupt when the wrapped key is
 // malformed or fails authentication (age's header MAC and payload tag), and
 // is an identity's own error otherwise (a key service that cannot be
-// reached: trying again may help).
-func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
+// reached: trying again may help). ctx bounds the calls of identities that
+// make any (a ContextIdentity: a key service).
+func (k *Keyring) UnwrapKey(ctx context.Context, wrapped []byte) ([]byte, error) {
 	if err := checkStanzas(wrapped); err != nil {
 		return nil, err
 	}
@@ -161,7 +222,14 @@ func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
 	if len(k.ids) == 0 {
 		return nil, fmt.Errorf("%w: no identity given", segment.ErrNoKey)
 	}
-	r, err := age.Decrypt(bytes.NewReader(wrapped), k.ids...)
+	ids := make([]Identity, len(k.ids))
+	for i, id := range k.ids {
+		ids[i] = id
+		if ci, ok := id.(ContextIdentity); ok {
+			ids[i] = boundIdentity{id: ci, ctx: ctx}
+		}
+	}
+	r, err := age.Decrypt(bytes.NewReader(wrapped), ids...)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -2,6 +2,7 @@ package envelope_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -49,7 +50,7 @@ func sshKey(t *testing.T) (pub string, priv []byte) {
 
 func unwrap(t *testing.T, wrapped []byte, ids ...envelope.Identity) ([]byte, error) {
 	t.Helper()
-	return envelope.NewKeyring(ids...).UnwrapKey(wrapped)
+	return envelope.NewKeyring(ids...).UnwrapKey(context.Background(), wrapped)
 }
 
 // TestRecipientsAndIdentities wraps a data key for an age X25519 key, an
@@ -73,7 +74,7 @@ func TestRecipientsAndIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dk, err := envelope.NewDataKey(append(recs, k.Recipient(kmstest.ARN("k1")))...)
+	dk, err := envelope.NewDataKey(context.Background(), append(recs, k.Recipient(kmstest.ARN("k1")))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestKMS(t *testing.T) {
 	srv := kmstest.NewServer("k1", "k2")
 	defer srv.Close()
 	k := awskms.New(srv.Client())
-	dk, err := envelope.NewDataKey(k.Recipient("k1"))
+	dk, err := envelope.NewDataKey(context.Background(), k.Recipient("k1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestKMS(t *testing.T) {
 	}
 	ring := envelope.NewKeyring(k.Identity())
 	for range 3 {
-		key, err := ring.UnwrapKey(dk.Wrapped)
+		key, err := ring.UnwrapKey(context.Background(), dk.Wrapped)
 		if err != nil || !bytes.Equal(key, dk.Key) {
 			t.Fatalf("unwrapped %x, %v", key, err)
 		}
@@ -128,11 +129,11 @@ func TestKMS(t *testing.T) {
 	}
 	// Down: an error that is neither ErrNoKey nor damage.
 	srv.SetDown(true)
-	_, err = envelope.NewKeyring(&envelope.KMSIdentity{KMS: k, Timeout: 5 * time.Second}).UnwrapKey(dk.Wrapped)
+	_, err = envelope.NewKeyring(&envelope.KMSIdentity{KMS: k, Timeout: 5 * time.Second}).UnwrapKey(context.Background(), dk.Wrapped)
 	if err == nil || errors.Is(err, segment.ErrNoKey) || errors.Is(err, segment.ErrCorrupt) {
 		t.Fatalf("service down: %v", err)
 	}
-	if _, err := envelope.NewDataKey(k.Recipient("k1")); err == nil {
+	if _, err := envelope.NewDataKey(context.Background(), k.Recipient("k1")); err == nil {
 		t.Fatal("wrapped a key while the service is down")
 	}
 	srv.SetDown(false)
@@ -142,7 +143,7 @@ func TestKMS(t *testing.T) {
 		t.Fatalf("access denied: %v", err)
 	}
 	// A key that does not exist.
-	if _, err := envelope.NewDataKey(k.Recipient("nope")); err == nil {
+	if _, err := envelope.NewDataKey(context.Background(), k.Recipient("nope")); err == nil {
 		t.Fatal("wrapped under a key that does not exist")
 	}
 }
@@ -155,7 +156,7 @@ func TestHostileWrappedKeys(t *testing.T) {
 	defer srv.Close()
 	k := awskms.New(srv.Client())
 	x := newX25519(t)
-	dk, err := envelope.NewDataKey(x.Recipient())
+	dk, err := envelope.NewDataKey(context.Background(), x.Recipient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestParseErrorsKeepSecrets(t *testing.T) {
 	if _, err := envelope.ParseRecipient("age1notakey"); err == nil {
 		t.Fatal("accepted a bad recipient")
 	}
-	if _, err := envelope.Wrap(make([]byte, 32)); !errors.Is(err, envelope.ErrNoRecipients) {
+	if _, err := envelope.Wrap(context.Background(), make([]byte, 32)); !errors.Is(err, envelope.ErrNoRecipients) {
 		t.Fatalf("Wrap for nobody: %v", err)
 	}
 }
@@ -202,7 +203,7 @@ func TestParseErrorsKeepSecrets(t *testing.T) {
 // recipients and reads it with each one's Keyring.
 func TestSegmentWithKeyring(t *testing.T) {
 	a, b := newX25519(t), newX25519(t)
-	dk, err := envelope.NewDataKey(a.Recipient(), b.Recipient())
+	dk, err := envelope.NewDataKey(context.Background(), a.Recipient(), b.Recipient())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,60 @@ var ErrKMSDenied = errors.New("dlqdump: key service refused")
 // "-> dlqdump-kms KEYID" and the ciphertext the service returned.
 const KMSStanza = "dlqdump-kms"
 
-// defaultKMSTimeout bounds one call to a key service.
+// defaultKMSTimeout bounds one call to a key service made under a context
+// without a deadline.
 const defaultKMSTimeout = 30 * time.Second
+
+// ContextRecipient is a Recipient whose wrapping may block (a key service
+// call): NewDataKey and Wrap call WrapContext with their context instead of
+// Wrap, so that the caller's cancellation and deadline reach the call.
+type ContextRecipient interface {
+	Recipient
+	WrapContext(ctx context.Context, fileKey []byte) ([]*age.Stanza, error)
+}
+
+// ContextIdentity is an Identity whose unwrapping may block (a key service
+// call): Keyring.UnwrapKey calls UnwrapContext with its context instead of
+// Unwrap.
+type ContextIdentity interface {
+	Identity
+	UnwrapContext(ctx context.Context, stanzas []*age.Stanza) ([]byte, error)
+}
+
+// callContext returns the context of one key service call under ctx:
+// bounded by timeout when it is set, else by ctx's deadline, else by
+// defaultKMSTimeout, so that a call never waits for ever.
+func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, defaultKMSTimeout)
+}
+
+// boundRecipient is a ContextRecipient bound to the context of one
+// NewDataKey or Wrap, as age.Encrypt takes it.
+type boundRecipient struct {
+	r   ContextRecipient
+	ctx context.Context
+}
+
+func (b boundRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
+	return b.r.WrapContext(b.ctx, fileKey)
+}
+
+// boundIdentity is a ContextIdentity bound to the context of one UnwrapKey,
+// as age.Decrypt takes it.
+type boundIdentity struct {
+	id  ContextIdentity
+	ctx context.Context
+}
+
+func (b boundIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
+	return b.id.UnwrapContext(b.ctx, stanzas)
+}
 
 // KMSRecipient wraps data keys with a key service's key.
 type KMSRecipient struct {
@@ -42,16 +94,25 @@ type KMSRecipient struct {
 	// KeyID names the service's key (for AWS KMS a key ID, ARN or alias).
 	// Required; no spaces.
 	KeyID string
-	// Timeout bounds each call to the service. Default 30s.
+	// Timeout bounds each call to the service. Default: the deadline of
+	// the caller's context (the Queue's, NewDataKey's, Wrap's), or 30s when
+	// it has none or the recipient is used without one (age.Encrypt).
 	Timeout time.Duration
 }
 
 // Wrap wraps an age file key with the service: one stanza naming KeyID.
+// It is WrapContext without a context of the caller's: NewDataKey and Wrap
+// call WrapContext.
 func (r *KMSRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
+	return r.WrapContext(context.Background(), fileKey)
+}
+
+// WrapContext is Wrap, the call to the service made under ctx.
+func (r *KMSRecipient) WrapContext(ctx context.Context, fileKey []byte) ([]*age.Stanza, error) {
 	if r.KMS == nil || r.KeyID == "" || strings.ContainsAny(r.KeyID, " \t\r\n") {
 		return nil, fmt.Errorf("dlqdump: KMSRecipient: KMS and a KeyID without spaces are required")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeoutOr(r.Timeout))
+	ctx, cancel := callContext(ctx, r.Timeout)
 	defer cancel()
 	ct, err := r.KMS.Encrypt(ctx, r.KeyID, fileKey)
 	if err != nil {
@@ -63,6 +124,18 @@ func (r *KMSRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
 // String returns "kms:KEYID".
 func (r *KMSRecipient) String() string { return "kms:" + r.KeyID }
 
+// MaxKMSCiphertext is the largest ciphertext of a file key that
+// WrappedSize counts for a KMSRecipient: AWS KMS returns about 180 bytes for
+// the 16 bytes of a file key under a symmetric key.
+const MaxKMSCiphertext = 512
+
+// MaxStanzaSize returns the most bytes the stanza Wrap writes can take in
+// a wrapped key: its line naming KeyID and a ciphertext of up to
+// MaxKMSCiphertext bytes.
+func (r *KMSRecipient) MaxStanzaSize() int {
+	return len("-> "+KMSStanza+" ") + len(r.KeyID) + 1 + stanzaBodySize(MaxKMSCiphertext)
+}
+
 // KMSIdentity unwraps data keys wrapped by KMSRecipients of the same
 // service.
 type KMSIdentity struct {
@@ -73,15 +146,24 @@ type KMSIdentity struct {
 	// reader ask the service about keys of its choosing). Default: every
 	// key a stanza names.
 	KeyIDs []string
-	// Timeout bounds each call to the service. Default 30s.
+	// Timeout bounds each call to the service. Default: the deadline of
+	// the caller's context (Keyring.UnwrapKey's: the Restorer's, a
+	// command's), or 30s when it has none or the identity is used without
+	// one (age.Decrypt).
 	Timeout time.Duration
 }
 
 // Unwrap asks the service to decrypt the stanzas it may: the first that
 // decrypts gives the file key; a service that refuses all of them is
 // age.ErrIncorrectIdentity, and one that cannot be asked an error of its
-// own, which readers do not take for damage.
+// own, which readers do not take for damage. It is UnwrapContext without a
+// context of the caller's: Keyring.UnwrapKey calls UnwrapContext.
 func (i *KMSIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
+	return i.UnwrapContext(context.Background(), stanzas)
+}
+
+// UnwrapContext is Unwrap, the calls to the service made under ctx.
+func (i *KMSIdentity) UnwrapContext(ctx context.Context, stanzas []*age.Stanza) ([]byte, error) {
 	var refused []error
 	for _, s := range stanzas {
 		if s.Type != KMSStanza || len(s.Args) != 1 {
@@ -90,8 +172,8 @@ func (i *KMSIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
 		if len(i.KeyIDs) > 0 && !slices.Contains(i.KeyIDs, s.Args[0]) {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeoutOr(i.Timeout))
-		key, err := i.KMS.Decrypt(ctx, s.Args[0], s.Body)
+		cctx, cancel := callContext(ctx, i.Timeout)
+		key, err := i.KMS.Decrypt(cctx, s.Args[0], s.Body)
 		cancel()
 		switch {
 		case err == nil:
@@ -106,11 +188,4 @@ func (i *KMSIdentity) Unwrap(stanzas []*age.Stanza) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", age.ErrIncorrectIdentity, errors.Join(refused...))
 	}
 	return nil, age.ErrIncorrectIdentity
-}
-
-func timeoutOr(d time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return defaultKMSTimeout
 }

@@ -20,7 +20,7 @@ var recoverKey = &segment.DataKey{Key: bytes.Repeat([]byte{9}, segment.KeySize),
 
 type recoverKeys struct{}
 
-func (recoverKeys) UnwrapKey([]byte) ([]byte, error) { return recoverKey.Key, nil }
+func (recoverKeys) UnwrapKey(context.Context, []byte) ([]byte, error) { return recoverKey.Key, nil }
 
 // encryptedOpen writes an encrypted segment of n records, unsealed, as a
 // Queue that died leaves it (".NAME.open"), and returns its name and the

@@ -9,6 +9,10 @@ import (
 	"io"
 )
 
+// errFooterLies marks the damage reported when an encrypted segment's
+// footer does not match an authenticated block.
+var errFooterLies = errors.New("the footer is not authenticated")
+
 // blockJob is a block whose header, checksum and place in the segment were
 // verified: what is left is to decompress it and check its records, which
 // decodeJob does on any goroutine.
@@ -51,6 +55,9 @@ func (r *Reader) nextJob() (blockJob, error) {
 		if !errors.As(err, &ce) {
 			return blockJob{}, err // I/O error: retrying may help, position unchanged
 		}
+		if errors.Is(err, errFooterLies) {
+			return blockJob{}, err // the next call reads the block
+		}
 		if verified && r.footer == nil {
 			// The checksum vouches for the block's extent: go on after
 			// it rather than look for blocks inside it.
@@ -59,6 +66,15 @@ func (r *Reader) nextJob() (blockJob, error) {
 			r.skipDamage(off)
 		}
 		return blockJob{}, err
+	}
+	if r.seqSure && j.info.FirstSeq > r.seq {
+		// An intact block, after records that are not there: blocks
+		// removed (by someone who can write to the store, or lost).
+		// Reported once, as damage; the next call returns the block.
+		gap := r.corrupt(off, idx, fmt.Errorf("%w: records %d to %d are missing before this block (a block starting at record %d was expected)",
+			ErrCorrupt, r.seq, j.info.FirstSeq-1, r.seq))
+		r.seq = j.info.FirstSeq
+		return blockJob{}, gap
 	}
 	r.pass(&j.info, idx)
 	if r.skipSeq > j.info.FirstSeq {
@@ -72,6 +88,7 @@ func (r *Reader) pass(b *BlockInfo, idx int) {
 	r.next = b.End()
 	r.nblock = idx + 1
 	r.seq = max(r.seq, b.FirstSeq+uint64(b.Count))
+	r.seqSure = true
 }
 
 // checkJob verifies the block at off short of decompressing it. verified
@@ -97,9 +114,17 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 	if info.FirstSeq < r.seq {
 		return j, true, r.corrupt(off, idx, fmt.Errorf("%w: first sequence number %d, expected at least %d", ErrCorrupt, info.FirstSeq, r.seq))
 	}
-	if r.footer != nil && idx < len(r.footer.Blocks) {
+	if r.footer != nil && idx < len(r.footer.Blocks) && !r.footerLies {
 		if want := r.footer.Blocks[idx]; want.Offset != off || want.FirstSeq != info.FirstSeq || want.Count != info.Count ||
 			want.RawLen != info.RawLen || want.StoredLen != info.StoredLen {
+			if r.seal != nil {
+				// Encrypted and read with the key: the block's header
+				// is authenticated with it, the footer is not. The
+				// footer is reported, once, and no longer trusted;
+				// the block is read as it is.
+				r.footerLies = true
+				return j, true, r.corrupt(off, idx, fmt.Errorf("%w: %w: block does not match the footer's index; the block, authenticated, is read, the footer no longer used", ErrCorrupt, errFooterLies))
+			}
 			return j, true, r.corrupt(off, idx, fmt.Errorf("%w: block does not match the footer's index", ErrCorrupt))
 		}
 	}
@@ -119,15 +144,16 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 // with a valid checksum starts.
 func (r *Reader) skipDamage(off int64) {
 	r.nblock++
-	if r.footer != nil {
+	if r.footer != nil && !r.footerLies {
 		if i := r.footer.blockAfter(off); i < len(r.footer.Blocks) {
 			b := r.footer.Blocks[i]
-			r.next, r.nblock, r.seq = b.Offset, i, b.FirstSeq
+			r.next, r.nblock, r.seq, r.seqSure = b.Offset, i, b.FirstSeq, true
 			return
 		}
 		r.next = r.end
 		return
 	}
+	r.seqSure = false // the damage held records of its own
 	r.next = r.resync(off + 1)
 }
 

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,23 +61,25 @@ type Reader struct {
 	maxBlock  int
 	expansion int64
 
-	hdr       Header
-	start     int64   // where blocks start: the header's size
-	seal      *sealer // the block key, once unwrapped
-	key       *DataKey
-	keyErr    error  // why blocks cannot be opened, for an encrypted segment without its key
-	wrapped   []byte // the wrapped data key of an encrypted segment
-	salt      [saltSize]byte
-	verifying bool     // VerifyBlock: no key needed
-	aad       [56]byte // the header of the block checkBlock verified last
-	plain     []byte   // storage for opened blocks
-	footer    *Footer
-	footerErr error
-	end       int64 // where blocks end: the footer's offset, or size
+	hdr        Header
+	start      int64   // where blocks start: the header's size
+	seal       *sealer // the block key, once unwrapped
+	key        *DataKey
+	keyErr     error  // why blocks cannot be opened, for an encrypted segment without its key
+	wrapped    []byte // the wrapped data key of an encrypted segment
+	salt       [saltSize]byte
+	verifying  bool     // VerifyBlock: no key needed
+	aad        [56]byte // the header of the block checkBlock verified last
+	plain      []byte   // storage for opened blocks
+	footer     *Footer
+	footerErr  error
+	footerLies bool  // its index did not match an authenticated block: not used since
+	end        int64 // where blocks end: the footer's offset, or size
 
 	// iteration
 	next    int64  // offset of the next block to load
 	seq     uint64 // lowest sequence number the next block may start at
+	seqSure bool   // the next block must start at seq: no records between (not after a Seek or damage)
 	skipSeq uint64 // records below this sequence number are not returned
 	nblock  int    // index of the next block
 	done    bool
@@ -101,8 +104,15 @@ type Reader struct {
 
 // NewReader opens the segment in src, of the given size, and verifies its
 // header. A segment without a valid footer (unsealed) is still read block by
-// block; Sealed and FooterError tell which case it is.
+// block; Sealed and FooterError tell which case it is. It is
+// NewReaderContext with context.Background().
 func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) {
+	return NewReaderContext(context.Background(), src, size, opts)
+}
+
+// NewReaderContext is NewReader; ctx bounds the unwrapping of an encrypted
+// segment's data key by ReaderOptions.Keys (a key service call).
+func NewReaderContext(ctx context.Context, src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error) {
 	r := &Reader{src: src, size: size, maxBlock: MaxBlockSize}
 	if opts != nil {
 		r.name = opts.Name
@@ -124,7 +134,7 @@ func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error
 		return nil, r.corrupt(0, -1, err)
 	}
 	if r.hdr.Encrypted {
-		if err := r.readKeySection(opts); err != nil {
+		if err := r.readKeySection(ctx, opts); err != nil {
 			return nil, err
 		}
 	} else if opts != nil && opts.RequireEncrypted {
@@ -138,7 +148,7 @@ func NewReader(src io.ReaderAt, size int64, opts *ReaderOptions) (*Reader, error
 		}
 		r.footerErr = err
 	}
-	r.next, r.seq = r.start, 0
+	r.next, r.seq, r.seqSure = r.start, 0, true
 	return r, nil
 }
 
@@ -192,6 +202,7 @@ func (r *Reader) Seek(pos Position) error {
 		pos.Offset = r.start
 	}
 	r.next, r.seq, r.skipSeq = pos.Offset, 0, pos.Seq
+	r.seqSure = pos.Offset == r.start && pos.Seq == 0
 	r.dropBlock()
 	r.done, r.pending, r.resyncs = false, nil, 0
 	r.nblock = 0

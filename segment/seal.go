@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -42,7 +43,11 @@ import (
 // headers and the footer (block index, record counts, sizes and time
 // ranges). The footer is not authenticated either (a process without the
 // key seals a segment its writer left open); the block headers it indexes
-// are.
+// are, so a Reader with the key reports a footer that does not match them
+// and reads the blocks as they are, and records missing between blocks are
+// damage (the writer numbers them without gaps). Nothing records how many
+// blocks a segment had: its last ones can be cut off, and the rest sealed
+// again, as deleting the segment can.
 const (
 	// FormatVersionEncrypted is the layout version of encrypted segments.
 	FormatVersionEncrypted = 2
@@ -101,10 +106,16 @@ func (k *DataKey) check() error {
 // none of its identities matches, one wrapping ErrCorrupt when the wrapped
 // bytes are malformed or fail authentication, and any other error (a key
 // service that cannot be reached) when trying again may help. It may be
-// called by several goroutines at once.
+// called by several goroutines at once; ctx bounds what it waits for (a
+// key service).
 type KeyUnwrapper interface {
-	UnwrapKey(wrapped []byte) (key []byte, err error)
+	UnwrapKey(ctx context.Context, wrapped []byte) (key []byte, err error)
 }
+
+// KeySectionSize returns the size of the key section of an encrypted
+// segment whose wrapped data key takes wrappedLen bytes: what its header
+// takes beyond HeaderSize.
+func KeySectionSize(wrappedLen int) int { return keySectionFixed + wrappedLen }
 
 // appendKeySection appends the key section of a segment.
 func appendKeySection(dst []byte, salt *[saltSize]byte, wrapped []byte) []byte {
@@ -201,16 +212,19 @@ func newSalt() (s [saltSize]byte) {
 }
 
 // openJob opens the sealed stored bytes of j into dst (dst may be
-// j.stored[:0], to open in place) and checks the raw length against what
-// the plaintext says, as checkJob does for blocks that are not sealed. On
-// success j.stored is the plaintext.
-func openJob(s *sealer, j *blockJob, dst []byte) error {
+// j.stored[:0], to open in place; any other dst must not overlap them) and
+// checks the raw length against what the plaintext says, as checkJob does
+// for blocks that are not sealed. On success j.stored is the plaintext. It
+// returns the storage the plaintext took, dst or new memory, for the caller
+// to keep for the next block: never the stored bytes, which a failed open
+// leaves where they were (in a Reader's read window).
+func openJob(s *sealer, j *blockJob, dst []byte) (storage []byte, err error) {
 	plain, err := s.open(dst, j.aad[:], j.stored, j.counter)
 	if err != nil {
-		return err
+		return dst[:0], err
 	}
 	j.stored = plain
 	fcs, err := checkRawLen(j.info.Codec, plain, int(j.info.RawLen))
 	j.fcs = fcs
-	return err
+	return plain[:0], err
 }

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -22,7 +23,7 @@ func testDataKey(seed string) *DataKey {
 // test-wrap key is ErrNoKey, anything else ErrCorrupt.
 type testKeys []*DataKey
 
-func (ks testKeys) UnwrapKey(wrapped []byte) ([]byte, error) {
+func (ks testKeys) UnwrapKey(_ context.Context, wrapped []byte) ([]byte, error) {
 	for _, k := range ks {
 		if bytes.Equal(k.Wrapped, wrapped) {
 			return bytes.Clone(k.Key), nil
@@ -37,7 +38,9 @@ func (ks testKeys) UnwrapKey(wrapped []byte) ([]byte, error) {
 // wrongKeys unwraps every key to the wrong one.
 type wrongKeys struct{}
 
-func (wrongKeys) UnwrapKey([]byte) ([]byte, error) { return bytes.Repeat([]byte{7}, KeySize), nil }
+func (wrongKeys) UnwrapKey(context.Context, []byte) ([]byte, error) {
+	return bytes.Repeat([]byte{7}, KeySize), nil
+}
 
 // fuzzKey is the key of the encrypted segments the fuzz targets read.
 var fuzzKey = testDataKey("fuzz")

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 )
@@ -13,7 +14,7 @@ var ErrUnencrypted = errors.New("dlqdump: segment not encrypted")
 // readKeySection reads and checks the key section of an encrypted segment
 // (its size checked against the caps by unmarshalHeader) and unwraps its
 // data key with opts.Keys, if given.
-func (r *Reader) readKeySection(opts *ReaderOptions) error {
+func (r *Reader) readKeySection(ctx context.Context, opts *ReaderOptions) error {
 	if r.start > r.size {
 		return r.corrupt(HeaderSize, -1, fmt.Errorf("%w: key section of %d bytes, the segment has %d after its header (truncated)",
 			ErrCorrupt, r.start-HeaderSize, r.size-HeaderSize))
@@ -32,7 +33,7 @@ func (r *Reader) readKeySection(opts *ReaderOptions) error {
 		r.keyErr = fmt.Errorf("%w: segment %s is encrypted and no identity was given to read its records", ErrNoKey, r.name)
 		return nil
 	}
-	key, err := opts.Keys.UnwrapKey(wrapped)
+	key, err := opts.Keys.UnwrapKey(ctx, wrapped)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNoKey):
@@ -68,10 +69,8 @@ func (r *Reader) openJob(j *blockJob) error {
 	if j.seal == nil {
 		return nil
 	}
-	err := openJob(j.seal, j, r.plain[:0])
-	if cap(j.stored) > cap(r.plain) {
-		r.plain = j.stored[:0]
-	}
+	storage, err := openJob(j.seal, j, r.plain[:0])
+	r.plain = storage // r.plain's, or new memory: never the read window
 	if err != nil {
 		return r.corrupt(j.info.Offset, j.idx, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}

@@ -177,7 +177,7 @@ func TestEncryptedWrongKey(t *testing.T) {
 
 type failingKeys struct{}
 
-func (failingKeys) UnwrapKey([]byte) ([]byte, error) {
+func (failingKeys) UnwrapKey(context.Context, []byte) ([]byte, error) {
 	return nil, errors.New("key service unreachable")
 }
 

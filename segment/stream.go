@@ -428,7 +428,7 @@ func (st *stream) decodeSlot(sl *slot, scratch []byte) []byte {
 	storedLen := int64(len(j.stored)) // what the slot was charged for
 	if j.seal != nil {
 		// In place: the slot owns its copy of the stored bytes.
-		err = openJob(j.seal, j, j.stored[:0])
+		_, err = openJob(j.seal, j, j.stored[:0])
 	}
 	switch {
 	case err != nil:

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/spf13/pflag"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/envelope/awskms"
 	"github.com/dlqdump/dlqdump/segment"
@@ -175,18 +173,4 @@ func (a *app) parseRecipientArg(s string) (envelope.Recipient, error) {
 		return nil, usageErrorf("--recipient %q: %v", s, err)
 	}
 	return r, nil
-}
-
-// noKeyCounter is a MetricsWriter counting the segments a Restorer left in
-// place for want of a key.
-type noKeyCounter struct {
-	dlqdump.NopMetrics
-	n atomic.Int64
-}
-
-// Fail counts "no_key".
-func (c *noKeyCounter) Fail(reason string) {
-	if reason == "no_key" {
-		c.n.Add(1)
-	}
 }

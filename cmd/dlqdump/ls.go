@@ -24,8 +24,11 @@ func newLsCmd(a *app) *cobra.Command {
 		Long: `List the segments of a dump, oldest first within each area, with their
 state (ready, claimed by a restorer, quarantined, archived), data Version,
 record count, raw (uncompressed) and stored bytes (the segment's size),
-compression ratio (raw/stored) and the time range of their records. Sealed
-segments are described by their footer; unsealed ones are scanned.
+compression ratio (raw/stored), the time range of their records and whether
+they are encrypted: "no", or the kinds of recipient their data key is
+wrapped for (X25519, ssh-ed25519, dlqdump-kms, ...; ×N when several). Sealed
+segments are described by their footer; unsealed ones are scanned. No key is
+needed.
 
 A segment that a restorer claimed, or partly restored, has a claim record:
 the NOTE column says who wrote it last and when (by that host's clock), and
@@ -37,7 +40,8 @@ restorer).
 
 With --json, one JSON object per segment and line:
   {"name":"...","area":"ready","state":"ready","size":1234,"version":"1.0.0.0",
-   "codec":"zstd","created":"...","sealed":true,"blocks":1,"records":10,
+   "codec":"zstd","created":"...","encrypted":true,"recipients":["X25519"],
+   "sealed":true,"blocks":1,"records":10,
    "raw_bytes":2048,"stored_bytes":1234,"ratio":1.66,"first":"...","last":"...",
    "reason":"(quarantined: why)","damage":["..."],"error":"..."}
 and, for a segment with a claim record,
@@ -112,6 +116,8 @@ type lsJSON struct {
 	Version     string     `json:"version,omitempty"`
 	Codec       string     `json:"codec,omitempty"`
 	Created     string     `json:"created,omitempty"`
+	Encrypted   bool       `json:"encrypted"`
+	Recipients  []string   `json:"recipients,omitempty"`
 	Sealed      bool       `json:"sealed"`
 	Blocks      int        `json:"blocks"`
 	Records     uint64     `json:"records"`
@@ -129,7 +135,7 @@ type lsJSON struct {
 func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 	var damaged, failed int
 	t := newTable(3, 4, 5, 6)
-	t.add("NAME", "STATE", "VERSION", "RECORDS", "RAW", "STORED", "RATIO", "FIRST", "LAST", "NOTE")
+	t.add("NAME", "STATE", "VERSION", "RECORDS", "RAW", "STORED", "RATIO", "FIRST", "LAST", "ENCRYPTED", "NOTE")
 	for _, s := range sums {
 		if len(s.damage) > 0 {
 			damaged++
@@ -151,6 +157,7 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 				j.Version = dlqdump.Version(s.hdr.DataVersion).String()
 				j.Codec = s.hdr.Codec.String()
 				j.Created = jsonTime(s.hdr.Created)
+				j.Encrypted, j.Recipients = s.enc.on, s.enc.kinds
 			}
 			j.Claim = s.claim.json(s.records, s.read)
 			for _, d := range s.damage {
@@ -164,12 +171,13 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 			}
 			continue
 		}
-		version, records, raw := "-", "-", "-"
+		version, records, raw, enc := "-", "-", "-", "-"
 		if s.read {
 			version = dlqdump.Version(s.hdr.DataVersion).String()
 			records, raw = strconv.FormatUint(s.records, 10), humanBytes(s.raw)
+			enc = s.enc.String()
 		}
-		t.add(s.info.Name, s.state(), version, records, raw, humanBytes(s.info.Size), fmtRatio(s.ratio()), fmtTime(s.minT), fmtTime(s.maxT), s.note())
+		t.add(s.info.Name, s.state(), version, records, raw, humanBytes(s.info.Size), fmtRatio(s.ratio()), fmtTime(s.minT), fmtTime(s.maxT), enc, s.note())
 	}
 	if !asJSON {
 		dropEmptyLastColumn(t)

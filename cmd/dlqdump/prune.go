@@ -17,6 +17,7 @@ type pruneFlags struct {
 	maxSegments int
 	maxBytes    string
 	dryRun      bool
+	now         string
 }
 
 func newPruneCmd(a *app) *cobra.Command {
@@ -34,6 +35,12 @@ removed, so one being restored is left alone (and counted). Expiring ready
 segments drops dead letters that were never restored: the archive and the
 quarantine are the usual areas to prune.
 
+--now TIME measures ages from TIME instead of the current time, in the
+forms --since takes (RFC 3339, a date, or a duration ago): to try an age
+limit, e.g. --max-age 720h --now 2026-04-01 --dry-run lists what will have
+expired by then. A TIME after the current time removes segments not yet
+expired, so it is taken only with --dry-run.
+
 On S3 prune works by listing alone; a bucket lifecycle rule on the archive/
 prefix can do the same without this command, but removes silently.`,
 		Example: `  dlqdump prune /var/lib/app/dlq --area archive --max-age 720h --dry-run
@@ -49,6 +56,7 @@ prefix can do the same without this command, but removes silently.`,
 	fl.IntVar(&f.maxSegments, "max-segments", 0, "keep at most this many segments, removing the oldest (0: no limit)")
 	fl.StringVar(&f.maxBytes, "max-bytes", "", "keep at most this many bytes, removing the oldest segments, e.g. 10GiB (default: no limit)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would be removed; change nothing")
+	fl.StringVar(&f.now, "now", "", "measure ages from this time (forms of --since; a later time than now only with --dry-run)")
 	return cmd
 }
 
@@ -64,7 +72,13 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 			return usageErrorf("--max-bytes %q: want a size such as 512MiB or 10GiB", f.maxBytes)
 		}
 	}
+	now := time.Now()
+	at, err := parseWhen("--now", f.now, now)
 	switch {
+	case err != nil:
+		return err
+	case at.After(now) && !f.dryRun:
+		return usageErrorf("--now %s is later than the current time: it would remove segments not yet expired; give --dry-run to try it", f.now)
 	case f.maxAge < 0 || f.maxSegments < 0:
 		return usageErrorf("--max-age and --max-segments: want 0 (no limit) or more")
 	case lim.MaxAge == 0 && lim.MaxSegments == 0 && lim.MaxBytes == 0:
@@ -88,7 +102,7 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 		return err
 	}
 	defer r.Close()
-	rep, err := r.Prune(a.ctx, dlqdump.PruneOptions{DryRun: f.dryRun})
+	rep, err := r.Prune(a.ctx, dlqdump.PruneOptions{DryRun: f.dryRun, Now: at})
 	verb := "removed"
 	if f.dryRun {
 		verb = "would remove"

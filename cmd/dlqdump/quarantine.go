@@ -55,7 +55,11 @@ With --json, one object per segment and line:
    "reason":"version 2.0.0.0, restorer expects 1.0.0.0",
    "record_reasons":{"refused by the destination: ...":3},
    "claim":{"owner":"...","state":"quarantined","delivered":985,...}}
-(claim only for a segment with a claim record; see dlqdump ls --help).`,
+(claim only for a segment with a claim record; see dlqdump ls --help).
+
+Listing needs no key: for an encrypted segment that no identity given
+unwraps, RECORDS, FIRST and LAST come from its block headers, the reasons
+its records carry are not read, and --json says "sealed":true.`,
 		Example: `  dlqdump quarantine ls /var/lib/app/dlq
   dlqdump quarantine ls s3://dead-letters/orders/ --json`,
 		Args: argsRange(1, 1, "LOCATION"),
@@ -85,6 +89,10 @@ type quarantineJSON struct {
 	RecordReasons map[string]uint64 `json:"record_reasons,omitempty"`
 	Damage        []string          `json:"damage,omitempty"`
 	Claim         *claimJSON        `json:"claim,omitempty"`
+	// Sealed is set for an encrypted segment no identity given unwraps:
+	// its counts and times come from its block headers, and the reasons
+	// its records carry are not read.
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
@@ -99,7 +107,29 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 		j := quarantineJSON{Name: si.Name, Size: si.Size, Reason: si.Reason, RecordReasons: map[string]uint64{}}
 		var minT, maxT int64
 		cv := claimed[si.Name]
-		_, err := a.walk(l, si, walkOpts{done: cv}, func(_ *segment.Header, b *segment.Block) error {
+		// Without the key of an encrypted segment, its block headers say
+		// how many records it holds and when they entered the dump.
+		sealed := func(bi segment.BlockInfo) error {
+			j.Sealed = true
+			n := uint64(0)
+			for seq := bi.FirstSeq; seq < bi.FirstSeq+uint64(bi.Count); seq++ {
+				if !cv.skip(seq) {
+					n++
+				}
+			}
+			if n == 0 {
+				return nil
+			}
+			if j.Records == 0 || bi.MinTime < minT {
+				minT = bi.MinTime
+			}
+			if j.Records == 0 || bi.MaxTime > maxT {
+				maxT = bi.MaxTime
+			}
+			j.Records += n
+			return nil
+		}
+		_, err := a.walk(l, si, walkOpts{done: cv, sealed: sealed}, func(_ *segment.Header, b *segment.Block) error {
 			for i := range b.Len() {
 				rec := b.Record(i)
 				if cv.skip(rec.Seq) {
@@ -146,6 +176,9 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 			continue
 		}
 		reason := reasonText(si.Reason, j.RecordReasons, j.Records)
+		if j.Sealed && si.Reason == "" {
+			reason = "(encrypted: the reasons are in its records; give --identity to read them)"
+		}
 		if cv.started() {
 			reason = fmt.Sprintf("(%s before it was quarantined) %s", cv.counts(0, false), reason)
 		}

@@ -194,9 +194,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if err != nil {
 		return err
 	}
-	noKey := &noKeyCounter{}
 	cfg.Encryption = &dlqdump.Encryption{Identities: ids}
-	cfg.MetricsWriter = noKey
 	if l.isS3() {
 		// Every checkpoint is a PUT: at most one every two seconds.
 		cfg.CheckpointInterval = 2 * time.Second
@@ -229,9 +227,10 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		}
 	}
 	rep, runErr := r.Run(runCtx, opts)
-	if runErr == nil && !f.dryRun && rep.Claimed > 0 && !a.interrupted() {
-		runErr = a.restoreClaimed(l, r, runCtx, opts, &rep)
+	if onlyNoKey(runErr, &rep) && !f.dryRun && rep.Claimed > 0 && !a.interrupted() {
+		runErr = errors.Join(runErr, a.restoreClaimed(l, r, runCtx, opts, &rep))
 	}
+	runErr = keyHint(runErr)
 	bar.finish()
 	if sd != nil && sd.failed != nil {
 		return fmt.Errorf("writing to stdout failed: %v; the segment being restored keeps its undelivered records", sd.failed)
@@ -249,15 +248,26 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		}
 		return runErr
 	}
-	if n := noKey.n.Load(); n > 0 {
-		return fmt.Errorf("%s encrypted and left in place: no identity given unwraps its key (give --identity FILE, $%s or $%s)", plural(n, "segment"), envIdentity, envKMS)
-	}
 	notDelivered := rep.Quarantined > 0 || rep.QuarantinedSegments > 0 || rep.DamagedBlocks > 0
 	if notDelivered {
 		a.warnf("some records were not delivered; they are kept in quarantine: dlqdump quarantine ls %s", l.raw)
 		return silentExit(exitUndelivered)
 	}
 	return nil
+}
+
+// onlyNoKey reports whether err is nil or says only that the pass of rep
+// left encrypted segments for want of a key: the pass went on with the
+// others.
+func onlyNoKey(err error, rep *dlqdump.Report) bool {
+	if err == nil {
+		return true
+	}
+	if rep.NoKeySegments == 0 || !errors.Is(err, dlqdump.ErrNoKey) {
+		return false
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	return !ok || len(j.Unwrap()) == 1
 }
 
 // logger returns a logger for the library's warnings, printed on stderr as
@@ -354,6 +364,9 @@ func (a *app) printDryRun(l *location, rep *dlqdump.Report) error {
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(w, "damaged blocks   %d (their records cannot be restored; run dlqdump verify)\n", rep.DamagedBlocks)
 	}
+	if rep.NoKeySegments > 0 {
+		fmt.Fprintf(w, "no key for       %s (encrypted; they would be left in place)\n", plural(rep.NoKeySegments, "segment"))
+	}
 	if len(rep.ByReason) > 0 {
 		fmt.Fprintln(w, "by reason:")
 		return reasonRows(rep.ByReason).write(w)
@@ -388,6 +401,9 @@ func (a *app) printReport(l *location, to string, rep *dlqdump.Report, hd *httpD
 	}
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(&b, "\nskipped %s (run dlqdump verify)", plural(rep.DamagedBlocks, "damaged block"))
+	}
+	if rep.NoKeySegments > 0 {
+		fmt.Fprintf(&b, "\nleft %s in place: encrypted, and no identity given unwraps their keys", plural(rep.NoKeySegments, "segment"))
 	}
 	if len(rep.ByReason) > 0 {
 		b.WriteString("\ndelivered by reason:\n")

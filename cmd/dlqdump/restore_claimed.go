@@ -78,6 +78,7 @@ func addReport(a, b *dlqdump.Report) {
 	a.DeletedSegments += b.DeletedSegments
 	a.SideSegments += b.SideSegments
 	a.DamagedBlocks += b.DamagedBlocks
+	a.NoKeySegments += b.NoKeySegments
 	if a.ByReason == nil {
 		a.ByReason = map[string]uint64{}
 	}

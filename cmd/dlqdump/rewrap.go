@@ -228,7 +228,12 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 		return nil
 	}
 	if prog.Successor != "" {
-		// An earlier rewrap published its copy, or did not.
+		// An earlier rewrap published its copy, or did not. The progress
+		// naming it must be that rewrap's, signed with the segment's key:
+		// anyone who can write to the store could name another segment.
+		if err := a.checkProgress(l, si, cl.Progress()); err != nil {
+			return "", err
+		}
 		if f, err := l.reader.Open(ctx, sink.AreaReady, prog.Successor); err == nil {
 			f.Close()
 			return prog.Successor, finish()
@@ -242,19 +247,27 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 	stage := func(name string) (sink.SegmentWriter, error) {
 		return l.reader.Create(ctx, sink.AreaStaging, cl.StagedName(name))
 	}
-	publish := func(sw sink.SegmentWriter, name string, shift int64) error {
+	publish := func(sw sink.SegmentWriter, c rewrapped) error {
+		// The progress moves to the copy, signed anew: only one that
+		// authenticates, or a progress forged in the store would be
+		// signed with the key.
+		if !prog.Empty() {
+			if err := claims.VerifyProgress(cl.Progress(), c.key, c.origID); err != nil {
+				return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
+			}
+		}
 		// The copy's record first: pending on the original, with the
 		// progress moved by the shift.
 		p := prog
 		p.Successor = ""
 		if p.Offset != 0 { // (0, 0) is the start in any segment
-			p.Offset += shift
+			p.Offset += c.shift
 		}
 		rec := claims.Record{V: claims.Version, Rev: 1, State: claims.StatePending, Parent: si.Name, Written: time.Now().UTC()}
 		if p.Started() {
-			rec.Progress = p.Marshal()
+			rec.Progress = p.MarshalSigned(c.key, c.copyID)
 		}
-		if err := a.putRecord(l, name, &rec); err != nil {
+		if err := a.putRecord(l, c.name, &rec); err != nil {
 			return err
 		}
 		if err := sw.Commit(ctx); err != nil {
@@ -263,9 +276,9 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 		// Then, in one write of the claim's record, the original names
 		// its copy and the copy is published: a restorer taking the
 		// original over finds the copy in place and removes the original.
-		prog.Successor = name
-		newName = name
-		return keep.Publish(ctx, claims.Publication{Staged: cl.StagedName(name), Name: name, Area: sink.AreaReady}, prog.Marshal())
+		prog.Successor = c.name
+		newName = c.name
+		return keep.Publish(ctx, claims.Publication{Staged: cl.StagedName(c.name), Name: c.name, Area: sink.AreaReady}, prog.MarshalSigned(c.key, c.origID))
 	}
 	if err := a.rewrapCopy(l, si, recs, stage, publish); err != nil {
 		return "", err
@@ -278,8 +291,8 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
 	var newName string
 	create := func(name string) (sink.SegmentWriter, error) { return l.reader.Create(a.ctx, si.Area, name) }
-	err := a.rewrapCopy(l, si, recs, create, func(sw sink.SegmentWriter, name string, _ int64) error {
-		newName = name
+	err := a.rewrapCopy(l, si, recs, create, func(sw sink.SegmentWriter, c rewrapped) error {
+		newName = c.name
 		return sw.Commit(a.ctx)
 	})
 	if err != nil {
@@ -291,11 +304,20 @@ func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipien
 	return newName, nil
 }
 
+// rewrapped describes the copy rewrapCopy wrote, for publish.
+type rewrapped struct {
+	name   string
+	shift  int64  // what the copy's offsets add to the original's
+	key    []byte // the data key, the same in both
+	origID segment.ID
+	copyID segment.ID
+}
+
 // rewrapCopy writes the copy of a segment with its key wrapped for recs into
 // the segment create starts for the copy's name, and calls publish to publish
 // it into the segment's area (publish commits sw), then reads the copy back:
 // its blocks must verify.
-func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, name string, shift int64) error) error {
+func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, c rewrapped) error) error {
 	ctx := a.ctx
 	f, err := l.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
@@ -316,11 +338,11 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, c
 	if ro.Keys == nil {
 		return keyHint(plainR.KeyError())
 	}
-	sr, err := segment.NewReader(f, f.Size(), ro)
+	sr, err := segment.NewReaderContext(ctx, f, f.Size(), ro)
 	if err != nil {
 		return keyHint(err)
 	}
-	wrapped, err := envelope.Wrap(sr.DataKey().Key, recs...)
+	wrapped, err := envelope.Wrap(ctx, sr.DataKey().Key, recs...)
 	if err != nil {
 		return err
 	}
@@ -333,7 +355,7 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, c
 	}
 	shift, err := segment.Rewrap(sw, sr, id, created, wrapped)
 	if err == nil {
-		err = publish(sw, name, shift)
+		err = publish(sw, rewrapped{name: name, shift: shift, key: sr.DataKey().Key, origID: sr.Header().ID, copyID: id})
 	}
 	if err != nil {
 		_ = sw.Abort()
@@ -377,6 +399,35 @@ func (a *app) putRecord(l *location, name string, rec *claims.Record) error {
 	}
 	if _, err := l.reader.WriteRecord(a.ctx, name, data, ""); err != nil {
 		return fmt.Errorf("write the claim record of %s: %w", l.segPath(sink.AreaReady, name), err)
+	}
+	return nil
+}
+
+// checkProgress checks the progress of segment si's record against its data
+// key: an error unless it authenticates (or says nothing).
+func (a *app) checkProgress(l *location, si sink.Info, raw json.RawMessage) error {
+	prog, err := claims.ParseProgress(raw)
+	if err != nil || prog.Empty() {
+		return err
+	}
+	f, err := l.reader.Open(a.ctx, si.Area, si.Name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ro, err := a.readerOptions(si.Name)
+	if err != nil {
+		return err
+	}
+	sr, err := segment.NewReaderContext(a.ctx, f, f.Size(), ro)
+	if err != nil {
+		return keyHint(err)
+	}
+	if sr.DataKey() == nil {
+		return keyHint(sr.KeyError())
+	}
+	if err := claims.VerifyProgress(raw, sr.DataKey().Key, sr.Header().ID); err != nil {
+		return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
 	}
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -17,6 +19,7 @@ type summary struct {
 	claim   *claimView // the segment's record, nil if none
 	hdr     segment.Header
 	read    bool // the header was read
+	enc     encryption
 	sealed  bool
 	blocks  int
 	records uint64
@@ -81,6 +84,7 @@ func (a *app) summarize(l *location, si sink.Info, claim *claimView) *summary {
 		return s
 	}
 	s.read, s.hdr, s.sealed = true, sr.Header(), sr.Sealed()
+	s.enc = encryptionOf(sr)
 	next := sr.NextBlock
 	if sr.KeyError() != nil {
 		next = sr.VerifyBlock
@@ -189,7 +193,7 @@ func (a *app) walk(l *location, si sink.Info, o walkOpts, fn blockFunc, damage f
 	if err != nil {
 		return st, err
 	}
-	sr, err := segment.NewReader(f, f.Size(), ro)
+	sr, err := segment.NewReaderContext(a.ctx, f, f.Size(), ro)
 	if errors.Is(err, segment.ErrNoKey) && o.sealed != nil {
 		// No identity given unwraps its key: checksums only.
 		ro.Keys = nil
@@ -313,4 +317,44 @@ func (a *app) walkSealed(sr *segment.Reader, st *walkStats, fn func(segment.Bloc
 		}
 		damage(err)
 	}
+}
+
+// encryption says whether a segment is encrypted and for which kinds of
+// recipient its data key is wrapped, read from its header without a key.
+type encryption struct {
+	on    bool
+	kinds []string // one per recipient: "X25519", "ssh-ed25519", "dlqdump-kms", ...
+}
+
+func encryptionOf(sr *segment.Reader) encryption {
+	if !sr.Header().Encrypted {
+		return encryption{}
+	}
+	kinds, _ := envelope.Stanzas(sr.WrappedKey()) // malformed: unwrapping says so
+	return encryption{on: true, kinds: kinds}
+}
+
+// String describes the encryption in a few words: "no", or the kinds of
+// recipient with their counts, e.g. "X25519×2,dlqdump-kms".
+func (e encryption) String() string {
+	if !e.on {
+		return "no"
+	}
+	if len(e.kinds) == 0 {
+		return "yes"
+	}
+	var order []string
+	n := map[string]int{}
+	for _, k := range e.kinds {
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for i, k := range order {
+		if n[k] > 1 {
+			order[i] = fmt.Sprintf("%s×%d", k, n[k])
+		}
+	}
+	return strings.Join(order, ",")
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -28,7 +30,8 @@ func newStatCmd(a *app) *cobra.Command {
 		Short: "Totals and records by header value",
 		Long: `Print the totals of a dump (segments by state, records, raw and stored bytes,
 compression ratio, oldest and newest record) and how many records have each
-value of a header: "reason" by default, or each --by KEY. Every record is
+value of a header: "reason" by default, or each --by KEY, and how many
+segments are encrypted (and for which kinds of recipient). Every record is
 read, so damaged blocks are found (and reported on stderr, exit status 3).
 Records a restorer already handled (before the restore progress kept in a
 segment's claim record) are not counted: only what is still in the dump.
@@ -37,6 +40,7 @@ With --json, one object:
   {"segments":4,"states":{"ready":2,"claimed":0,"quarantined":1,"archived":1},
    "records":120,"raw_bytes":30720,"stored_bytes":4096,"ratio":7.5,
    "oldest":"...","newest":"...","damaged_blocks":0,
+   "encrypted":2,"recipients":{"X25519":2},
    "by":{"reason":{"values":{"failed":80,"leak":30},"missing":10}}}`,
 		Example: `  dlqdump stat /var/lib/app/dlq
   dlqdump stat /var/lib/app/dlq --by reason --by source
@@ -82,6 +86,8 @@ type statResult struct {
 	oldest, newest int64
 	damagedBlocks  int
 	damagedSegs    int
+	encrypted      int            // encrypted segments
+	recipients     map[string]int // kinds of recipient, by the segments wrapped for them
 	by             map[string]*valueCounts
 }
 
@@ -90,7 +96,8 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 	if err != nil {
 		return err
 	}
-	res := &statResult{states: map[string]int{"ready": 0, "claimed": 0, "quarantined": 0, "archived": 0}, by: map[string]*valueCounts{}}
+	res := &statResult{states: map[string]int{"ready": 0, "claimed": 0, "quarantined": 0, "archived": 0}, by: map[string]*valueCounts{},
+		recipients: map[string]int{}}
 	for _, k := range by {
 		res.by[k] = &valueCounts{values: map[string]uint64{}}
 	}
@@ -100,8 +107,12 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 		res.stored += si.Size
 		cv := claimed[si.Name]
 		res.states[segState(si, cv)]++
-		damaged := false
-		_, err := a.walk(l, si, walkOpts{done: cv}, func(_ *segment.Header, b *segment.Block) error {
+		damaged, opened := false, false
+		wo := walkOpts{done: cv, opened: func(sr *segment.Reader) {
+			opened = true
+			res.countEncryption(encryptionOf(sr))
+		}}
+		_, err := a.walk(l, si, wo, func(_ *segment.Header, b *segment.Block) error {
 			res.raw += uint64(b.Info().RawLen)
 			for i := range b.Len() {
 				rec := b.Record(i)
@@ -132,6 +143,9 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 		if damaged {
 			res.damagedSegs++
 		}
+		if !opened && errors.Is(err, segment.ErrNoKey) {
+			res.countEncryption(encryption{on: true}) // no identity given unwraps its key
+		}
 		if err != nil {
 			if a.interrupted() {
 				return err
@@ -149,6 +163,35 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 		return err
 	}
 	return readOutcome(len(failed), res.damagedSegs, "")
+}
+
+// countEncryption counts a segment's encryption.
+func (r *statResult) countEncryption(e encryption) {
+	if !e.on {
+		return
+	}
+	r.encrypted++
+	seen := map[string]bool{}
+	for _, k := range e.kinds {
+		if !seen[k] {
+			seen[k] = true
+			r.recipients[k]++
+		}
+	}
+}
+
+// encryptionText says how many segments are encrypted, and for which kinds
+// of recipient.
+func (r *statResult) encryptionText() string {
+	s := fmt.Sprintf("%d of %d segments", r.encrypted, r.segments)
+	if len(r.recipients) == 0 {
+		return s
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.recipients)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, r.recipients[k]))
+	}
+	return s + " (for " + strings.Join(parts, ", ") + ")"
 }
 
 func (r *statResult) ratio() float64 {
@@ -200,6 +243,7 @@ func (r *statResult) writeText(w io.Writer, by []string) error {
 	t.add("ratio", fmtRatio(r.ratio()))
 	t.add("oldest", orDash(jsonTime(oldest)))
 	t.add("newest", orDash(jsonTime(newest)))
+	t.add("encrypted", r.encryptionText())
 	if r.damagedBlocks > 0 {
 		t.add("damaged", plural(r.damagedBlocks, "block")+" (see stderr)")
 	}
@@ -255,6 +299,8 @@ type statJSON struct {
 	Oldest        string                     `json:"oldest,omitempty"`
 	Newest        string                     `json:"newest,omitempty"`
 	DamagedBlocks int                        `json:"damaged_blocks"`
+	Encrypted     int                        `json:"encrypted"`
+	Recipients    map[string]int             `json:"recipients,omitempty"`
 	By            map[string]*statValuesJSON `json:"by"`
 }
 
@@ -263,7 +309,10 @@ func (r *statResult) writeJSON(w io.Writer, by []string) error {
 	j := statJSON{
 		Segments: r.segments, States: r.states, Records: r.records, RawBytes: r.raw, StoredBytes: r.stored,
 		Ratio: math.Round(r.ratio()*100) / 100, Oldest: jsonTime(oldest), Newest: jsonTime(newest),
-		DamagedBlocks: r.damagedBlocks, By: map[string]*statValuesJSON{},
+		DamagedBlocks: r.damagedBlocks, Encrypted: r.encrypted, By: map[string]*statValuesJSON{},
+	}
+	if len(r.recipients) > 0 {
+		j.Recipients = r.recipients
 	}
 	for _, k := range by {
 		j.By[k] = &statValuesJSON{Values: r.by[k].values, Missing: r.by[k].missing}

@@ -79,7 +79,7 @@ func Seed(p *Place, v Variant) (*seeded, error) {
 		}
 		opts := &segment.WriterOptions{BlockSize: blockSize}
 		if recipient != nil {
-			if opts.Key, err = envelope.NewDataKey(recipient); err != nil {
+			if opts.Key, err = envelope.NewDataKey(ctx, recipient); err != nil {
 				return nil, err
 			}
 		}
