@@ -3,6 +3,7 @@ package dlqdump_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -235,7 +236,7 @@ func TestReviewSideSegmentNamedFromUnsavedProgress(t *testing.T) {
 // offset (a transient I/O error: an S3 GET that failed its retries).
 type reviewFlakyRead struct {
 	*fs.Reader
-	armed func() bool
+	armed func(off int64) bool
 	fired atomic.Bool
 }
 
@@ -245,7 +246,7 @@ type reviewFlakyFile struct {
 }
 
 func (f reviewFlakyFile) ReadAt(p []byte, off int64) (int, error) {
-	if f.r.armed() && f.r.fired.CompareAndSwap(false, true) {
+	if f.r.armed(off) && f.r.fired.CompareAndSwap(false, true) {
 		return 0, errors.New("injected: transient read error")
 	}
 	return f.File.ReadAt(p, off)
@@ -268,15 +269,26 @@ func (f *reviewFlakyRead) Open(ctx context.Context, area sink.Area, name string)
 // first; release() does not).
 func TestReviewFailedPassReleasesStaleProgress(t *testing.T) {
 	dir := t.TempDir()
-	writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 100_000, 512,
+	writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 400_000, 512,
 		func(int) string { return "failed" })
 	dst := &countingDest{}
-	fr := &reviewFlakyRead{Reader: &fs.Reader{Directory: dir}, armed: func() bool {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.dlq"))
+	st, err := os.Stat(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A read of a block half way into the segment fails (not the footer's,
+	// read when the segment is opened, before any delivery: with blocks
+	// this small, the footer's index is a fifth of the segment). Reading
+	// runs ahead of delivering by at most segment.DefaultReadAhead (4 MiB)
+	// of blocks, so the first ~2 MiB of records (~80,000) were delivered
+	// by then, whatever the machine's speed.
+	fr := &reviewFlakyRead{Reader: &fs.Reader{Directory: dir}, armed: func(off int64) bool {
 		_, n := dst.twice()
-		return n >= 20_000 // once a fifth is delivered
+		return n > 0 && off >= st.Size()/2
 	}}
 	r := newRestorer(t, dlqdump.Config{Reader: fr, Queue: dst, CheckpointInterval: time.Hour})
-	err := r.Restore(t.Context())
+	err = r.Restore(t.Context())
 	t.Logf("first pass: %v", err)
 	if err == nil || !fr.fired.Load() {
 		t.Fatalf("the injected read error was not reported (%v, fired %v)", err, fr.fired.Load())
