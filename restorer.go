@@ -184,7 +184,9 @@ func (r *Restorer) Restore(ctx context.Context) error {
 
 // Run makes one pass with options and reports what it did. Segments claimed
 // by other restorers are left to them. Errors with one segment do not stop the
-// pass; they are joined into the returned error. A pass stopped by ctx
+// pass; they are joined into the returned error. A Reader whose location does
+// not exist (an fs.Reader's Directory, see sink.Locator) is an error wrapping
+// ErrNotFound that names it. A pass stopped by ctx
 // records where it stopped (with a short deadline of its own) and returns
 // ctx's error.
 func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
@@ -210,6 +212,11 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 	}
 	st, err := r.refresh(ctx)
 	if err != nil {
+		r.setErr(err)
+		return rep, err
+	}
+	if st.missing != nil {
+		err := fmt.Errorf("dlqdump: restore: nothing to restore: %w", st.missing)
 		r.setErr(err)
 		return rep, err
 	}
@@ -328,6 +335,7 @@ func (r *Restorer) passLoop(ctx context.Context) {
 	defer r.bgWG.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	missingLogged := false // the store's missing location was logged
 	for {
 		select {
 		case <-t.C:
@@ -346,7 +354,14 @@ func (r *Restorer) passLoop(ctx context.Context) {
 			opts.stopAt = closes
 		}
 		rep, err := r.Run(ctx, opts)
-		if err != nil && ctx.Err() == nil {
+		switch missing := r.status.Load().missing != nil; {
+		case err == nil || ctx.Err() != nil:
+			missingLogged = false
+		case missing && !missingLogged:
+			// Legitimate before the first dump: said once, shown in Stats.
+			r.log.Warn("the store does not exist (yet): passes go on, and restore once a Queue has written there", slog.Any("error", err))
+			missingLogged = true
+		case !missing:
 			r.log.Warn("restore pass failed", slog.Any("error", err))
 		}
 		if rep.Delivered > 0 || rep.Quarantined > 0 {
