@@ -13,10 +13,17 @@
 //	dump, err := dlqdump.NewQueue(&dlqdump.Config{
 //		Version:  dlqdump.NewVersion(1, 0, 0, 0),
 //		Capacity: 64 * dlqdump.Megabyte,          // largest segment
+//		Encoder:  encoder.JSON{},                 // the items' own types
 //		Writer:   &fs.Writer{Directory: "/var/lib/app/dlq"},
 //	})
 //	...
 //	q, err := queue.New(&queue.Config{Capacity: 1000, Workers: 8, Worker: w, DLQ: dump, FailToDLQ: true})
+//	...
+//	defer dump.CloseAfter(q) // q's workers finish (failing into the dump), then the dump closes
+//
+// An Enqueue that stores nothing (after Close, an item the Encoder cannot
+// encode, backpressure) is counted in Queue.Stats().Refused and the
+// MetricsWriter, since koykov drops the error its DLQ returns.
 //
 // Queue.Enqueue encodes the item (Config.Encoder) and appends it to an
 // in-memory block; it does no I/O. Blocks are compressed (zstd by default) by
@@ -27,6 +34,9 @@
 // were dead-lettered, where from, the last error.
 //
 // # Closing
+//
+// Close the queues that feed the Queue first: Queue.CloseAfter closes a
+// koykov queue, waits until its workers stopped, then closes the Queue.
 //
 // The Queue owns its Writer. Queue.Flush returns once the flushed segment is
 // stored where readers find it, and Queue.Close once every segment is, also

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/koykov/queue"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/encoder"
 	"github.com/dlqdump/dlqdump/fs"
 )
 
@@ -49,65 +50,157 @@ func Example() {
 	for i := range 3 {
 		_ = q.Enqueue(fmt.Sprintf("order-%d", i))
 	}
-	for dump.Stats().Records < 3 { // wait for the worker to fail them all
-		time.Sleep(time.Millisecond)
-	}
-	_ = q.Close()
-	if err := dump.Close(); err != nil { // publishes the last segment
+	// Closes the koykov queue, waits until its worker has handled every
+	// order (failing them into the dump), then closes the dump, which
+	// publishes the last segment.
+	if err := dump.CloseAfter(q); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("records dumped:", dump.Stats().Records, "segments:", dump.Stats().Segments)
 	// Output: records dumped: 3 segments: 1
 }
 
-// The README's first snippet (section "Attach a dump to a koykov queue"), as
-// a program runs it: the dump and the queue, closed when the program ends,
-// after which everything dumped is stored.
+// README:begin Order
+// Order is your queue's item. As a dlqdump.HeaderCarrier it tells the dump
+// why it is a dead letter, which koykov does not: it hands its DLQ the item
+// alone, in the same call for a leak and for a failure.
+type Order struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+
+	failure error           // set by the worker that failed it
+	dumped  dlqdump.Headers // set by the Restorer: the headers it was dumped with
+}
+
+// Fail records why a worker failed the order, for the dump.
+func (o *Order) Fail(err error) error {
+	o.failure = err
+	return err
+}
+
+// DLQHeaders says why the order is a dead letter: a worker failed it, or it
+// never reached one (the queue was full).
+func (o *Order) DLQHeaders() dlqdump.Headers {
+	h := dlqdump.Headers{dlqdump.HeaderReason: "leak"}
+	if o.failure != nil {
+		h = dlqdump.Headers{dlqdump.HeaderReason: "failed", dlqdump.HeaderError: o.failure.Error()}
+	}
+	if n, ok := o.dumped[dlqdump.HeaderReplays]; ok {
+		h[dlqdump.HeaderReplays] = n // restores so far: Config.MaxReplays ends a loop
+	}
+	return h
+}
+
+// SetDLQHeaders is called by the Restorer with the headers the order was
+// dumped with.
+func (o *Order) SetDLQHeaders(h dlqdump.Headers) { o.dumped = h }
+
+// orderWorker is the koykov queue's Worker.
+type orderWorker struct {
+	process func(*Order) error
+}
+
+// Do processes an order; one that fails goes to the dump (FailToDLQ), with
+// its error.
+func (w orderWorker) Do(x any) error {
+	o := x.(*Order) // what you enqueue, and what decoder.JSONOf[*Order]() restores
+	if err := w.process(o); err != nil {
+		return o.Fail(err)
+	}
+	return nil
+}
+
+// README:end Order
+
+// The README's first snippet (section "Attach a dump to a koykov queue"), in
+// the program the issue 20 reporter wrote from the README: producers, a
+// worker failing one order in five, and the README's shutdown running while
+// the queue is full and every worker busy. Every order accepted is processed
+// or stored, with the reason it was dumped.
 func Example_attach() {
 	dir, _ := os.MkdirTemp("", "dlq")
 	defer os.RemoveAll(dir)
-	worker := failingWorker{}
+	var calls, processed, accepted atomic.Int64
+	busy, gate := make(chan struct{}, 8), make(chan struct{})
+	worker := orderWorker{process: func(o *Order) error {
+		select {
+		case busy <- struct{}{}: // the first eight calls, one per worker
+		default:
+		}
+		<-gate // held until the producers are done: the shutdown starts mid-flight
+		if calls.Add(1)%5 == 0 {
+			return errors.New("payment service: timeout")
+		}
+		processed.Add(1)
+		return nil
+	}}
+	var heldAtShutdown int
 	func() {
 		// README:begin
 		dump, err := dlqdump.NewQueue(&dlqdump.Config{
 			Version:  dlqdump.NewVersion(1, 0, 0, 0), // the version of your items' encoding
 			Capacity: 64 * dlqdump.Megabyte,          // largest segment
+			Encoder:  encoder.JSON{},                 // your own types, here *Order (see "Your items")
 			Writer:   &fs.Writer{Directory: dir},     // e.g. "/var/lib/app/dlq"
 			Source:   "orders",                       // stored as a header on every record
 		})
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer func() {
-			// Returns once everything accepted is stored where readers
-			// find it; an error says what is not, and why.
-			if err := dump.Close(); err != nil {
-				log.Print(err)
-			}
-		}()
-
 		q, err := queue.New(&queue.Config{
 			Capacity:  10_000,
-			Workers:   8,
-			Worker:    worker,
-			DLQ:       dump, // leaked items (queue full) go to the dump
-			FailToDLQ: true, // and so do items that failed MaxRetries times
+			Workers:   8,      // a fixed pool (see CloseAfter)
+			Worker:    worker, // an orderWorker (see below)
+			DLQ:       dump,   // leaked items (queue full) go to the dump
+			FailToDLQ: true,   // and so do items whose Worker.Do failed
 		})
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer q.Close() // deferred last, runs first: the queue stops feeding the dump before it closes
+		defer func() {
+			// Closes q, waits until its workers have handled what it holds
+			// (what fails goes to the dump), then closes the dump: returns
+			// once every dead letter is stored where readers find it.
+			if err := dump.CloseAfter(q); err != nil {
+				log.Print(err)
+			}
+		}()
 		// README:end
 
-		for i := range 3 {
-			_ = q.Enqueue(fmt.Sprintf("order-%d", i))
+		var wg sync.WaitGroup
+		for p := range 4 {
+			wg.Go(func() {
+				for i := p; i < 20_000; i += 4 {
+					if q.Enqueue(&Order{ID: fmt.Sprintf("o-%d", i), Amount: int64(i)}) == nil {
+						accepted.Add(1)
+					}
+				}
+			})
 		}
-		for dump.Stats().Records < 3 { // wait for the workers to fail them all
-			time.Sleep(time.Millisecond)
+		wg.Wait() // the producers stop before the shutdown, as they must
+		for range 8 {
+			<-busy // every worker holds an order
 		}
+		heldAtShutdown = q.Size()
+		close(gate)
 	}()
-	fmt.Println(stored(&fs.Reader{Directory: dir}))
-	// Output: 3 records stored
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Version: dlqdump.NewVersion(1, 0, 0, 0), Reader: &fs.Reader{Directory: dir},
+		Decoder: decoder.JSONOf[*Order](), Queue: printQueue{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(context.Background(), dlqdump.RunOptions{DryRun: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the queue was full when the shutdown began:", heldAtShutdown == 10_000)
+	fmt.Println("accepted = processed + stored:", accepted.Load() == processed.Load()+int64(rep.Delivered))
+	fmt.Println("stored failures:", rep.ByReason["failed"] == uint64(calls.Load()-processed.Load()), "stored leaks:", rep.ByReason["leak"] > 0, "other reasons:", len(rep.ByReason)-2)
+	// Output:
+	// the queue was full when the shutdown began: true
+	// accepted = processed + stored: true
+	// stored failures: true stored leaks: true other reasons: 0
 }
 
 // stored says how many records a restore would deliver from rd, of any
@@ -158,24 +251,38 @@ func Example_envelope() {
 }
 
 // The README's restore snippet: a Restorer started in the background feeds
-// the dump back into the destination queue.
+// the dump back into a koykov queue, whose worker gets its *Order back with
+// the headers it was dumped with.
 func Example_restore() {
 	dir, _ := os.MkdirTemp("", "dlq")
 	defer os.RemoveAll(dir)
-	dump, _ := dlqdump.NewQueue(&dlqdump.Config{Version: dlqdump.NewVersion(1, 0, 0, 0), Capacity: dlqdump.Megabyte, Writer: &fs.Writer{Directory: dir}})
-	for _, order := range []string{"order-1", "order-2", "order-3"} {
-		_ = dump.Enqueue(order)
+	dump, _ := dlqdump.NewQueue(&dlqdump.Config{Version: dlqdump.NewVersion(1, 0, 0, 0), Capacity: dlqdump.Megabyte,
+		Encoder: encoder.JSON{}, Writer: &fs.Writer{Directory: dir}})
+	for i, id := range []string{"o-1", "o-2", "o-3"} {
+		o := &Order{ID: id, Amount: int64(10 * (i + 1))}
+		if i == 1 {
+			_ = o.Fail(errors.New("payment service: timeout"))
+		}
+		_ = dump.Enqueue(o)
 	}
 	if err := dump.Close(); err != nil {
 		log.Fatal(err)
 	}
-	q := &countingQueue{want: 3, done: make(chan struct{})}
+	got := make(chan *Order, 3)
+	q, err := queue.New(&queue.Config{Capacity: 100, Workers: 1, Worker: orderWorker{process: func(o *Order) error {
+		got <- o
+		return nil
+	}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
 	func() {
 		// README:begin
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{
 			Version:   dlqdump.NewVersion(1, 0, 0, 0),
 			Reader:    &fs.Reader{Directory: dir}, // the dump's directory
-			Decoder:   decoder.Fallthrough{},      // or decoder.Unmarshaller / decoder.JSONOf[Order]()
+			Decoder:   decoder.JSONOf[*Order](),   // what was dumped: see "Your items"
 			Queue:     q,                          // the destination, usually the source queue
 			AllowRate: 0.8,                        // deliver only while q.Rate() <= 0.8
 			RateLimit: 500,                        // items per second, like SQS redrive velocity
@@ -192,10 +299,17 @@ func Example_restore() {
 		// dry run:        rep, _ := r.Run(ctx, dlqdump.RunOptions{DryRun: true}); rep.ByReason
 		// at a time:      r.RunAt(ctx, time.Date(2026, 11, 23, 3, 0, 0, 0, loc), dlqdump.RunOptions{})
 		// README:end
-		<-q.done
+		for range 3 {
+			o := <-got
+			fmt.Printf("%T %s %d: reason %s, replays %s\n", o, o.ID, o.Amount, o.dumped[dlqdump.HeaderReason], o.dumped[dlqdump.HeaderReplays])
+		}
 	}()
-	fmt.Println("restored:", q.n.Load(), "left:", stored(&fs.Reader{Directory: dir}))
-	// Output: restored: 3 left: 0 records stored
+	fmt.Println("left:", stored(&fs.Reader{Directory: dir}))
+	// Output:
+	// *dlqdump_test.Order o-1 10: reason leak, replays 1
+	// *dlqdump_test.Order o-2 20: reason failed, replays 1
+	// *dlqdump_test.Order o-3 30: reason leak, replays 1
+	// left: 0 records stored
 }
 
 // countingQueue is a destination that counts what it accepts and closes

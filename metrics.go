@@ -29,7 +29,9 @@ type MetricsWriter interface {
 	// rule (RuleMaxAge, ...) and the records it held that are gone.
 	Expire(area, rule string, records int)
 	// Fail is called when an operation fails, with a short stable reason
-	// such as "encode", "backpressure", "write", "sync", "commit".
+	// such as "write", "sync", "commit"; an Enqueue that stores nothing is
+	// one with the reason of its QueueStats.Refused count: "closed",
+	// "encode", "too_large" or "backpressure".
 	Fail(reason string)
 	// Source reports the state of the Restorer's store, after each pass
 	// and every CheckInterval once started: how many segments are ready,

@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -71,6 +72,7 @@ type Queue struct {
 
 	pending  atomic.Int64 // bytes accepted, not yet written
 	records  atomic.Uint64
+	refused  refusals // Enqueue calls that stored nothing
 	segments atomic.Uint64
 	lastErr  atomic.Pointer[error]
 
@@ -166,7 +168,9 @@ func (q *Queue) newBlockLocked() *block {
 // are stored beside its Item), or a HeaderCarrier. Enqueue does no I/O; it
 // waits only when the bytes not yet written exceed Config.MaxPending (for at
 // most Config.EnqueueTimeout, then ErrBackpressure) and, in Durable mode, for
-// the sync. An error means the item was not dumped, except ErrNotDurable.
+// the sync. An error means the item was not dumped, except ErrNotDurable;
+// such a refusal is counted in Stats().Refused and the MetricsWriter (Fail),
+// since a caller such as a koykov queue drops the error.
 func (q *Queue) Enqueue(x any) error {
 	item, headers := unwrap(x)
 	if q.c.Source != "" {
@@ -180,12 +184,10 @@ func (q *Queue) Enqueue(x any) error {
 	body, err := q.c.Encoder.Encode(body, item)
 	*sp = body
 	if err != nil {
-		q.mw.Fail("encode")
-		return fmt.Errorf("%w: %w", ErrEncode, err)
+		return q.refuse(refusedEncode, item, fmt.Errorf("%w: %w", ErrEncode, err))
 	}
 	if len(body) > segment.MaxRecordSize {
-		q.mw.Fail("too_large")
-		return fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d", ErrTooLarge, item, len(body), segment.MaxRecordSize)
+		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d", ErrTooLarge, item, len(body), segment.MaxRecordSize))
 	}
 	size := int64(segment.RecordSize(len(body)))
 	now := time.Now().UnixNano()
@@ -193,12 +195,14 @@ func (q *Queue) Enqueue(x any) error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrClosed
+		return q.refuse(refusedClosed, item, ErrClosed)
 	}
 	if err := q.waitRoomLocked(size); err != nil {
 		q.mu.Unlock()
-		q.mw.Fail("backpressure")
-		return err
+		if errors.Is(err, ErrClosed) {
+			return q.refuse(refusedClosed, item, err)
+		}
+		return q.refuse(refusedBackpressure, item, err)
 	}
 	b := q.cur
 	if b.bb.Count() > 0 && b.bb.Len()+int(size) > q.c.blockSize {

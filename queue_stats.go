@@ -33,6 +33,11 @@ type QueueStats struct {
 	// if there is none, the Writer's last failure to store a committed
 	// segment.
 	LastError error
+	// Refused counts the Enqueue calls that stored nothing, by why.
+	Refused Refusals
+	// LastRefusal is the error of the last refused Enqueue (naming, for an
+	// item the Encoder refused, its type), nil if none was.
+	LastRefusal error
 }
 
 // Stats returns the Queue's counters.
@@ -50,6 +55,10 @@ func (q *Queue) Stats() QueueStats {
 	}
 	if e := q.lastErr.Load(); e != nil {
 		s.LastError = *e
+	}
+	s.Refused = q.refused.counts()
+	if e := q.refused.last.Load(); e != nil {
+		s.LastRefusal = *e
 	}
 	return s
 }

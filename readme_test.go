@@ -30,6 +30,11 @@ import (
 // code once formatted by gofmt, comments included; the block may start with
 // an import declaration, whose imports FUNC's file must have too. See the
 // README's Tests section.
+//
+// A block of declarations (types, methods) that such functions use is marked
+// with a label instead of a function, <!-- snippet: DIR LABEL -->, and lies
+// in a _test.go file of DIR between the top-level comment lines
+// "// README:begin LABEL" and "// README:end LABEL".
 
 const (
 	readmeBegin = "// README:begin"
@@ -161,7 +166,91 @@ func checkSnippet(b readmeBlock) error {
 			return compareSnippet(b.code, region, f, name)
 		}
 	}
-	return fmt.Errorf("no function %s in %s/*_test.go", b.fun, b.dir)
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		region, found, err := declRegion(fset, src, f, b.fun)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", b.fun, name, err)
+		}
+		if found {
+			return compareDecls(b.code, region)
+		}
+	}
+	return fmt.Errorf("no function %s, nor top-level lines %q and %q, in %s/*_test.go", b.fun, readmeBegin+" "+b.fun, readmeEnd+" "+b.fun, b.dir)
+}
+
+// declRegion returns the source between the top-level comment lines
+// "// README:begin label" and "// README:end label" of f, if it has them.
+func declRegion(fset *token.FileSet, src []byte, f *ast.File, label string) (string, bool, error) {
+	inFunc := func(c *ast.Comment) bool {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && c.Pos() > fd.Body.Lbrace && c.End() < fd.Body.Rbrace {
+				return true
+			}
+		}
+		return false
+	}
+	var begin, end *ast.Comment
+	for _, cg := range f.Comments {
+		for _, c := range cg.List {
+			switch strings.TrimSpace(c.Text) {
+			case readmeBegin + " " + label:
+				if begin != nil {
+					return "", false, fmt.Errorf("two %q lines", c.Text)
+				}
+				begin = c
+			case readmeEnd + " " + label:
+				if end != nil {
+					return "", false, fmt.Errorf("two %q lines", c.Text)
+				}
+				end = c
+			}
+		}
+	}
+	switch {
+	case begin == nil && end == nil:
+		return "", false, nil
+	case begin == nil || end == nil || end.Pos() < begin.End():
+		return "", false, fmt.Errorf("no %q line followed by a %q line", readmeBegin+" "+label, readmeEnd+" "+label)
+	case inFunc(begin) || inFunc(end):
+		return "", false, fmt.Errorf("the %q lines must be outside any function", readmeBegin+" "+label)
+	}
+	region := string(src[fset.Position(begin.End()).Offset:fset.Position(end.Pos()).Offset])
+	return strings.TrimSpace(region), true, nil
+}
+
+// compareDecls compares a README block of declarations with the test
+// file's region, both formatted by gofmt.
+func compareDecls(block, region string) error {
+	want, err := formatDecls(region)
+	if err != nil {
+		return fmt.Errorf("the test's declarations do not format: %w", err)
+	}
+	got, err := formatDecls(block)
+	if err != nil {
+		return fmt.Errorf("the block is not Go declarations gofmt can format: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("the block differs from the test's declarations (after gofmt)%s", lineDiff(got, want))
+	}
+	return nil
+}
+
+// formatDecls returns top-level declarations formatted by gofmt.
+func formatDecls(code string) (string, error) {
+	const pkg = "package p\n\n"
+	out, err := format.Source([]byte(pkg + code + "\n"))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(strings.TrimPrefix(string(out), pkg)), nil
 }
 
 // runsAsTest checks that go test runs fd and fails when it goes wrong: a
@@ -356,6 +445,26 @@ func TestReadmeHarness(t *testing.T) {
 	imports, rest, err := splitImports("import (\n\t\"fmt\"\n\tq \"github.com/koykov/queue\"\n)\n\nx := 1\n")
 	if err != nil || len(imports) != 2 || strings.TrimSpace(rest) != "x := 1" || importName(imports[1]) != "q " {
 		t.Fatalf("splitImports = %v, %q, %v", imports, rest, err)
+	}
+	d1, _ := formatDecls("type T struct {\n  a    int // c\n}\nfunc (t T) M() int {\n    return t.a\n}")
+	d2, _ := formatDecls("type T struct {\n\ta int // c\n}\n\nfunc (t T) M() int {\n\treturn t.a\n}")
+	if d1 == "" || d1 != d2 {
+		t.Errorf("formatting differences in declarations are not ignored:\n%s\n---\n%s", d1, d2)
+	}
+	src := "package p\n\n// README:begin L\ntype T int\n// README:end L\n\nfunc f() {\n\t// README:begin M\n\t_ = 1\n\t// README:end M\n}\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if region, ok, err := declRegion(fset, []byte(src), f, "L"); !ok || err != nil || region != "type T int" {
+		t.Errorf("declRegion(L) = %q, %v, %v", region, ok, err)
+	}
+	if _, _, err := declRegion(fset, []byte(src), f, "M"); err == nil {
+		t.Error("a labelled region inside a function was accepted")
+	}
+	if _, ok, err := declRegion(fset, []byte(src), f, "N"); ok || err != nil {
+		t.Errorf("declRegion(N) = %v, %v, want not found", ok, err)
 	}
 	var buf bytes.Buffer
 	buf.WriteString(lineDiff("a\nb", "a\nc"))

@@ -295,7 +295,8 @@ func corruptBlock(t *testing.T, path string, i int) {
 
 // Issue 12, defects 5 and 6: a damaged segment has its intact records
 // delivered and is quarantined; releasing it and restoring again delivers
-// none of them twice; a dry run before each pass says what the pass does.
+// none of them twice (and finishes it); a dry run before each pass says what
+// the pass does.
 func TestDamagedSegmentReleasedFeedsNothingTwice(t *testing.T) {
 	dir := t.TempDir()
 	items := itemsN("d", 3000)
@@ -335,7 +336,9 @@ func TestDamagedSegmentReleasedFeedsNothingTwice(t *testing.T) {
 	if n := len(dst.got()); n != delivered {
 		t.Fatalf("released and restored again: %d more records delivered", n-delivered)
 	}
-	if dry.Delivered != 0 || rep.Delivered != 0 || rep.QuarantinedSegments != 1 || dry.QuarantinedSegments != 1 {
+	// Nothing was left to deliver: the released segment is finished, not
+	// quarantined again (issue 20, defect 6).
+	if dry.Delivered != 0 || rep.Delivered != 0 || rep.Segments != 1 || dry.Segments != 1 || rep.QuarantinedSegments != 0 {
 		t.Fatalf("second round: dry run %+v, pass %+v", dry, rep)
 	}
 }

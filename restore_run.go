@@ -36,6 +36,11 @@ type segRun struct {
 	key      []byte // an encrypted segment's data key: the progress is signed with it
 	lastSave time.Time
 	filtered bool
+	// released: the segment was quarantined and released since (its
+	// record says so); reported is then the damaged blocks its progress
+	// counted, which that quarantine reported already.
+	released bool
+	reported int
 
 	// Counted per record, added to the shared counters per block.
 	delivered, bytes uint64
@@ -69,6 +74,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		}
 		if rec != nil {
 			found = rec.Progress
+			g.released = rec.State == claims.StateQuarantined
 		}
 	} else {
 		cl, err := r.claimer.Claim(ctx, name)
@@ -86,6 +92,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		g.keep = claims.Keep(ctx, cl, r.log)
 		g.ctx = g.keep.Context()
 		found = cl.Progress()
+		g.released = cl.WasQuarantined()
 		defer g.release()
 	}
 	g.lastSave = time.Now()
@@ -124,6 +131,9 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.quarantineWhole("progress", fmt.Sprintf("its restore progress cannot be trusted (%v); records may have been delivered already", err), 0)
 	}
 	g.prog = prog
+	if g.released {
+		g.reported = prog.Damaged
+	}
 	if g.prog.Successor != "" { // dlqdump rewrap was copying it
 		if done, err := g.handedOver(); done || err != nil {
 			return err
@@ -386,10 +396,12 @@ func (g *segRun) stop(pos segment.Position, cause error) error {
 }
 
 // finish completes the segment: it is deleted or archived, or, when blocks
-// were damaged, moved to quarantine with what was done to it.
+// were damaged, moved to quarantine with what was done to it. A released
+// segment whose damage that quarantine reported already, and that has
+// nothing left, is finished like any other: releasing it says so.
 func (g *segRun) finish() error {
 	r := g.r
-	if g.prog.Damaged > 0 {
+	if g.prog.Damaged > g.reported {
 		reason := fmt.Sprintf("%d damaged blocks (first: %s); its %d intact records were delivered (%d) or set aside (%d), as its claim record says",
 			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
 		return g.quarantineWhole("damaged", reason, 0)
@@ -410,6 +422,11 @@ func (g *segRun) finish() error {
 	if g.dry {
 		g.rep.Segments++
 		return nil
+	}
+	if g.prog.Damaged > 0 {
+		r.log.Warn("finishing a released segment: its damaged blocks, reported when it was quarantined, cannot be read; its intact records were all delivered or set aside",
+			slog.String("segment", g.name), slog.Int("damaged_blocks", g.prog.Damaged), slog.String("damage", g.prog.Damage),
+			slog.Uint64("delivered", g.prog.Delivered), slog.Bool("archived", r.c.Archive))
 	}
 	to := claims.Destination{Delete: !r.c.Archive, Area: sink.AreaArchive}
 	if err := g.end(to); err != nil {

@@ -193,7 +193,9 @@ func (r *Restorer) Restore(ctx context.Context) error {
 // pass; they are joined into the returned error. Encrypted segments no
 // identity unwraps are left in place, counted in Report.NoKeySegments and
 // named in an error wrapping ErrNoKey, so that "nothing to restore" is never
-// mistaken for "nothing this Restorer can decrypt". A pass stopped by ctx
+// mistaken for "nothing this Restorer can decrypt". A Reader whose location
+// does not exist (an fs.Reader's Directory, see sink.Locator) is an error
+// wrapping ErrNotFound that names it. A pass stopped by ctx
 // records where it stopped (with a short deadline of its own) and returns
 // ctx's error.
 func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
@@ -219,6 +221,11 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 	}
 	st, err := r.refresh(ctx)
 	if err != nil {
+		r.setErr(err)
+		return rep, err
+	}
+	if st.missing != nil {
+		err := fmt.Errorf("dlqdump: restore: nothing to restore: %w", st.missing)
 		r.setErr(err)
 		return rep, err
 	}
@@ -380,6 +387,7 @@ func (r *Restorer) passLoop(ctx context.Context) {
 	defer r.bgWG.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	missingLogged := false // the store's missing location was logged
 	for {
 		select {
 		case <-t.C:
@@ -399,13 +407,18 @@ func (r *Restorer) passLoop(ctx context.Context) {
 		}
 		rep, err := r.Run(ctx, opts)
 		var nk *noKeyError
-		switch {
+		switch missing := r.status.Load().missing != nil; {
 		case err == nil || ctx.Err() != nil:
+			missingLogged = false
 		case errors.As(err, &nk) && err == error(nk):
 			// Only segments left for want of a key: each was logged when
 			// first met, and Stats().LastError says it.
 			r.log.Debug("restore pass left encrypted segments in place", slog.Any("error", err))
-		default:
+		case missing && !missingLogged:
+			// Legitimate before the first dump: said once, shown in Stats.
+			r.log.Warn("the store does not exist (yet): passes go on, and restore once a Queue has written there", slog.Any("error", err))
+			missingLogged = true
+		case !missing:
 			r.log.Warn("restore pass failed", slog.Any("error", err))
 		}
 		if rep.Delivered > 0 || rep.Quarantined > 0 {

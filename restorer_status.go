@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -23,6 +24,11 @@ type RestorerStats struct {
 	// Refreshed is when the counts above were taken; zero before the
 	// first refresh.
 	Refreshed time.Time
+	// Missing says that the Reader's location does not exist (an
+	// fs.Reader's Directory: a typo, or no Queue has written there yet, see
+	// sink.Locator): there is nothing to restore, and Run returns an error
+	// wrapping ErrNotFound that names it. Refreshed like Ready.
+	Missing bool
 	// Restored, Retried and QuarantinedRecords count records since start.
 	Restored, Retried, QuarantinedRecords uint64
 	// Bytes counts payload bytes restored since start.
@@ -33,6 +39,7 @@ type RestorerStats struct {
 
 // storeStatus is what a refresh found.
 type storeStatus struct {
+	missing              error // the Reader's location does not exist (sink.Locator)
 	readyNames           []string
 	orphans              []string // records of segments neither ready nor quarantined
 	ready, claimed, quar int
@@ -44,6 +51,16 @@ type storeStatus struct {
 func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 	st := &storeStatus{}
 	now := time.Now()
+	if l, ok := r.c.Reader.(sink.Locator); ok {
+		if err := l.Locate(ctx); errors.Is(err, sink.ErrNotFound) {
+			st.missing, st.at = err, now
+			r.status.Store(st)
+			r.mw.Source(0, 0, 0, 0)
+			return st, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("dlqdump: locate the store: %w", err)
+		}
+	}
 	for name, err := range sink.Names(ctx, r.c.Reader, sink.AreaReady) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list ready segments: %w", err)
@@ -125,6 +142,7 @@ func (r *Restorer) Stats() RestorerStats {
 		Quarantined:        st.quar,
 		OldestReady:        st.oldest,
 		Refreshed:          st.at,
+		Missing:            st.missing != nil,
 		Restored:           r.restored.Load(),
 		Retried:            r.retried.Load(),
 		QuarantinedRecords: r.quarantined.Load(),

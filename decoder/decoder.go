@@ -1,7 +1,14 @@
 // Package decoder holds ready-made dlqdump.Decoder implementations, each the
 // inverse of an encoder in the encoder package: Fallthrough for Builtin
 // (the bytes as they are), Unmarshaller for Marshaller (protobuf messages,
-// encoding.BinaryUnmarshaler and gogo-style Unmarshal), JSON for JSON.
+// encoding.BinaryUnmarshaler and gogo-style Unmarshal), JSONOf (and JSON)
+// for JSON.
+//
+// What comes back: JSONOf[T] gives back T, Proto[T] a *T (the protobuf
+// message dumped); Fallthrough gives the bytes encoder.Builtin stored, as a
+// []byte, or as a string with AsString: a record does not say whether a
+// string or a []byte (or a Byter, or a Stringer) was dumped, so the
+// decoder's configuration decides.
 //
 // Memory: Fallthrough, by default, returns the record's bytes themselves as
 // the item, without a copy, so restoring costs no allocation and no copy per
@@ -128,20 +135,51 @@ func Proto[T any, P interface {
 }
 
 // JSON decodes with encoding/json into the value New returns: the inverse
-// of encoder.JSON. The value, a non-nil pointer, is the item once filled.
+// of encoder.JSON. The value, a non-nil pointer, is the item once filled:
+// the item is that pointer, whatever type was dumped. To get back the type
+// that was dumped, use JSONOf.
 // A record holding anything after the JSON value is an error.
 type JSON struct {
 	// New returns a fresh pointer to decode into, such as new(Event), on
-	// every call: the items must not share it. Required; JSONOf sets it.
+	// every call: the items must not share it. Required.
 	New func() any
 	// Strict makes an object key that matches no struct field an error
 	// (json.Decoder.DisallowUnknownFields) instead of being ignored.
 	Strict bool
 }
 
-// JSONOf returns a JSON decoder whose items are *T.
-func JSONOf[T any]() JSON {
-	return JSON{New: func() any { return new(T) }}
+// JSONOf returns a decoder whose items are of type T, the type of the items
+// that were dumped with encoder.JSON: JSONOf[Event]() gives back Event
+// values, JSONOf[*Event]() *Event pointers, so that a worker's x.(T) holds
+// for restored items as for new ones.
+func JSONOf[T any]() TypedJSON[T] {
+	return TypedJSON[T]{}
+}
+
+// TypedJSON decodes with encoding/json into a T and returns the T: the
+// inverse of encoder.JSON for items of type T (see JSONOf). A record
+// holding anything after the JSON value is an error.
+type TypedJSON[T any] struct {
+	// Strict makes an object key that matches no struct field an error
+	// (json.Decoder.DisallowUnknownFields) instead of being ignored.
+	Strict bool
+}
+
+// Decode returns the T encoded as JSON in p.
+func (d TypedJSON[T]) Decode(p []byte) (any, error) {
+	var v T
+	var err error
+	if d.Strict {
+		err = decodeStrict(p, &v)
+	} else {
+		// json.Unmarshal copies what it keeps, and an UnmarshalJSON method
+		// is handed a copy: p may be reused after Decode.
+		err = json.Unmarshal(bytes.Clone(p), &v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: decoder.JSONOf[%s]: %w", ErrDecode, reflect.TypeFor[T](), err)
+	}
+	return v, nil
 }
 
 // Decode fills the value New returns from the JSON in p and returns it.

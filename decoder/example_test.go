@@ -57,14 +57,19 @@ func ExampleJSONOf() {
 		ID   int    `json:"id"`
 		Kind string `json:"kind"`
 	}
+	// Items dumped as Event come back as Event; dumped as *Event, use
+	// decoder.JSONOf[*Event]().
 	dec := decoder.JSONOf[Event]()
 	x, err := dec.Decode([]byte(`{"id":7,"kind":"refund","extra":1}`))
-	fmt.Printf("%+v %v\n", *x.(*Event), err)
+	fmt.Printf("%T %+v %v\n", x, x.(Event), err)
+	p, _ := decoder.JSONOf[*Event]().Decode([]byte(`{"id":8}`))
+	fmt.Printf("%T %+v\n", p, *p.(*Event))
 
 	dec.Strict = true
 	_, err = dec.Decode([]byte(`{"id":7,"kind":"refund","extra":1}`))
 	fmt.Println(err)
 	// Output:
-	// {ID:7 Kind:refund} <nil>
-	// dlqdump: decoder: cannot decode item: decoder.JSON into *decoder_test.Event: json: unknown field "extra"
+	// decoder_test.Event {ID:7 Kind:refund} <nil>
+	// *decoder_test.Event {ID:8 Kind:}
+	// dlqdump: decoder: cannot decode item: decoder.JSONOf[decoder_test.Event]: json: unknown field "extra"
 }

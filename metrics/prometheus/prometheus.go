@@ -25,7 +25,8 @@
 //	dlqdump_restored_bytes_total                counter   payload bytes of those records
 //	dlqdump_retries_total                       counter   deliveries refused and to be retried
 //	dlqdump_quarantined_records_total{reason}   counter   records moved aside, by reason
-//	dlqdump_failures_total{reason}              counter   failed operations, by reason
+//	dlqdump_failures_total{reason}              counter   failed operations, by reason (closed, encode,
+//	                                                      too_large, backpressure: Enqueue calls refused)
 //	dlqdump_expired_records_total{area,rule}    counter   records removed by the retention
 //	dlqdump_ready_segments                      gauge     segments ready to restore
 //	dlqdump_claimed_segments                    gauge     ready segments held by a live claim
