@@ -35,6 +35,7 @@ func TestTransient(t *testing.T) {
 		{apiErr(429, "TooManyRequests"), true},
 		{apiErr(400, "RequestTimeout"), true},
 		{apiErr(409, "ConditionalRequestConflict"), true},
+		{apiErr(409, "ExistingObjectIsDirectory"), true}, // versitygw, under concurrent PUTs of one key
 		{fmt.Errorf("op: %w", &net.OpError{Op: "read", Err: syscall.ECONNRESET}), true},
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
 		{io.ErrUnexpectedEOF, true},

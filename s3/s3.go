@@ -317,6 +317,12 @@ func transient(err error) bool {
 		return true
 	case st == http.StatusConflict && apiCode(err) == "ConditionalRequestConflict":
 		return true // S3: a concurrent conditional write; retry
+	case st == http.StatusConflict && apiCode(err) == "ExistingObjectIsDirectory":
+		// versitygw's POSIX backend answers so, now and then, to one of
+		// several concurrent PUTs of one key (versity/versitygw#854,
+		// #1988) although no such directory exists: retrying the
+		// (conditional) write gets its real answer.
+		return true
 	}
 	switch apiCode(err) {
 	case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "ThrottlingException", "RequestTimeTooSkewed":

@@ -211,7 +211,7 @@ func (cl *Claim) takeRemovedUnseenLocked() bool {
 func (cl *Claim) deleteLocked(ctx context.Context) error {
 	retry := cl.removing
 	cl.removing = true
-	err := cl.c.store.DeleteRecord(ctx, cl.name, cl.version)
+	err := cl.c.recs.DeleteRecord(ctx, cl.name, cl.version)
 	if errors.Is(err, sink.ErrNotFound) {
 		if !retry {
 			// Not removed by an earlier attempt of ours: by whoever
@@ -256,14 +256,14 @@ func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
 		rec.Written = time.Now().UTC()
 		b := rec.marshal()
 		start := cl.c.now()
-		version, err := cl.c.store.WriteRecord(ctx, cl.name, b, cl.version)
+		version, err := cl.c.recs.WriteRecord(ctx, cl.name, b, cl.version)
 		if err == nil {
 			cl.rec, cl.version, cl.trusted = rec, version, start
 			return nil
 		}
 		// Failed, or took effect and reported failure, or another
 		// restorer wrote: the record tells which.
-		cur, curVersion, rerr := cl.c.store.ReadRecord(ctx, cl.name)
+		cur, curVersion, rerr := cl.c.recs.ReadRecord(ctx, cl.name)
 		switch {
 		case errors.Is(rerr, sink.ErrNotFound) && cl.removing:
 			// Our own removal of the record went through, its answer

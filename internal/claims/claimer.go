@@ -49,7 +49,8 @@ const (
 // when, to tell a dead holder's claim from a live one. It is safe for
 // concurrent use.
 type Claimer struct {
-	store sink.Reader
+	store sink.Reader  // the segments' store; nil for records of another kind
+	recs  sink.Records // where the records are
 	owner string
 	lease time.Duration
 	now   func() time.Time
@@ -77,10 +78,23 @@ type Options struct {
 // NewClaimer returns a Claimer taking claims for owner (a label for people)
 // with the given lease.
 func NewClaimer(store sink.Reader, owner string, lease time.Duration, opts *Options) (*Claimer, error) {
+	c, err := NewRecordClaimer(store, owner, lease, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.store = store
+	return c, nil
+}
+
+// NewRecordClaimer returns a Claimer of records that are not segments' (a
+// restore job's, package jobs): Claim, Keep, Save, Release and Forget work
+// on them as on segments' records; what moves segments (Finish, Publish,
+// Reserve, Sweep) must not be called.
+func NewRecordClaimer(recs sink.Records, owner string, lease time.Duration, opts *Options) (*Claimer, error) {
 	if lease < MinLease || lease > MaxLease {
 		return nil, fmt.Errorf("%w: Lease: %s is outside %s to %s", sink.ErrConfig, lease, MinLease, MaxLease)
 	}
-	c := &Claimer{store: store, owner: owner, lease: lease, now: time.Now, log: slog.New(slog.DiscardHandler), seen: map[string]observation{}}
+	c := &Claimer{recs: recs, owner: owner, lease: lease, now: time.Now, log: slog.New(slog.DiscardHandler), seen: map[string]observation{}}
 	if opts != nil && opts.Now != nil {
 		c.now = opts.Now
 	}
@@ -119,7 +133,7 @@ func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
 var errRetry = errors.New("retry")
 
 func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
-	data, version, err := c.store.ReadRecord(ctx, name)
+	data, version, err := c.recs.ReadRecord(ctx, name)
 	var prev Record
 	switch {
 	case errors.Is(err, sink.ErrNotFound):
@@ -164,11 +178,11 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing}
 	start := c.now()
 	b := rec.marshal()
-	newVersion, err := c.store.WriteRecord(ctx, name, b, version)
+	newVersion, err := c.recs.WriteRecord(ctx, name, b, version)
 	if err != nil {
 		// The write may have happened though it reported failure: then
 		// the record holds our token.
-		cur, curVersion, rerr := c.store.ReadRecord(ctx, name)
+		cur, curVersion, rerr := c.recs.ReadRecord(ctx, name)
 		if rerr != nil || string(cur) != string(b) {
 			if errors.Is(err, sink.ErrConflict) {
 				return nil, errRetry
@@ -249,12 +263,12 @@ func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (boo
 // ready. A record already there (an earlier attempt's) is left as it is.
 func (c *Claimer) Reserve(ctx context.Context, name, parent string) error {
 	rec := Record{V: Version, Rev: 1, State: StatePending, Parent: parent, Written: time.Now().UTC()}
-	_, err := c.store.WriteRecord(ctx, name, rec.marshal(), "")
+	_, err := c.recs.WriteRecord(ctx, name, rec.marshal(), "")
 	if err == nil || errors.Is(err, sink.ErrConflict) {
 		return nil
 	}
 	// Failed, or took effect and reported failure: the record tells.
-	if _, _, rerr := c.store.ReadRecord(ctx, name); rerr == nil {
+	if _, _, rerr := c.recs.ReadRecord(ctx, name); rerr == nil {
 		return nil
 	}
 	return fmt.Errorf("dlqdump: reserve side segment %s: %w", name, err)
@@ -269,7 +283,7 @@ func (c *Claimer) Reserve(ctx context.Context, name, parent string) error {
 // holder finished moving or deleting it and stopped before removing its
 // record (its progress's counts are to be reported once, here).
 func (c *Claimer) Sweep(ctx context.Context, name string) (*Record, error) {
-	data, version, err := c.store.ReadRecord(ctx, name)
+	data, version, err := c.recs.ReadRecord(ctx, name)
 	if errors.Is(err, sink.ErrNotFound) {
 		return nil, nil
 	}
@@ -306,7 +320,7 @@ func (c *Claimer) Sweep(ctx context.Context, name string) (*Record, error) {
 			return nil, err
 		}
 	}
-	err = c.store.DeleteRecord(ctx, name, version)
+	err = c.recs.DeleteRecord(ctx, name, version)
 	if errors.Is(err, sink.ErrConflict) || errors.Is(err, sink.ErrNotFound) {
 		return nil, nil
 	}
@@ -324,7 +338,7 @@ func (c *Claimer) Sweep(ctx context.Context, name string) (*Record, error) {
 // is none. live tells whether it is held and, as far as this Claimer has
 // seen, not expired (a held record seen for the first time counts as live).
 func (c *Claimer) Inspect(ctx context.Context, name string) (rec *Record, live bool, err error) {
-	data, version, err := c.store.ReadRecord(ctx, name)
+	data, version, err := c.recs.ReadRecord(ctx, name)
 	if errors.Is(err, sink.ErrNotFound) {
 		return nil, false, nil
 	}

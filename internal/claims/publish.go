@@ -223,7 +223,7 @@ func (c *Claimer) deadStaged(ctx context.Context, staged string) (bool, error) {
 	if !ok {
 		return false, nil // not staged by a claim: left alone
 	}
-	data, version, err := c.store.ReadRecord(ctx, name)
+	data, version, err := c.recs.ReadRecord(ctx, name)
 	if errors.Is(err, sink.ErrNotFound) {
 		// Every publication's record is written before it is staged:
 		// the record is gone, so was its claim.
@@ -243,7 +243,7 @@ func (c *Claimer) deadStaged(ctx context.Context, staged string) (bool, error) {
 	case rec.State != StatePending || rec.Parent == "":
 		return true, nil // published and claimed since: a leftover
 	}
-	pdata, _, err := c.store.ReadRecord(ctx, rec.Parent)
+	pdata, _, err := c.recs.ReadRecord(ctx, rec.Parent)
 	if errors.Is(err, sink.ErrNotFound) {
 		return true, nil // the parent is done
 	}

@@ -23,6 +23,7 @@ type Store struct {
 	mu      sync.Mutex
 	areas   [4]map[string]*object
 	records map[string]record
+	tables  map[string]*table
 	rev     uint64
 }
 
@@ -41,7 +42,7 @@ var _ sink.Reader = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	s := &Store{records: map[string]record{}}
+	s := &Store{records: map[string]record{}, tables: map[string]*table{}}
 	for i := range s.areas {
 		s.areas[i] = map[string]*object{}
 	}
@@ -295,20 +296,84 @@ func (s *Store) Delete(ctx context.Context, area sink.Area, name string) error {
 
 // ReadRecord returns a record and its version.
 func (s *Store) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	return s.readRecord(ctx, s.records, name)
+}
+
+// WriteRecord stores a record by compare-and-swap.
+func (s *Store) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	return s.writeRecord(ctx, s.records, name, data, ifVersion)
+}
+
+// DeleteRecord removes a record by compare-and-swap.
+func (s *Store) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+	return s.deleteRecord(ctx, s.records, name, ifVersion)
+}
+
+// RecordNames lists the names with a record, sorted.
+func (s *Store) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return s.recordNames(ctx, s.records)
+}
+
+// Table returns a table of records (sink.Tables).
+func (s *Store) Table(name string) (sink.Records, error) {
+	if err := sink.CheckTableName(name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tables[name]
+	if t == nil {
+		t = &table{s: s, m: map[string]record{}}
+		s.tables[name] = t
+	}
+	return t, nil
+}
+
+// table is a table of records of a Store, under the Store's lock.
+type table struct {
+	s *Store
+	m map[string]record
+}
+
+func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
+	if err := sink.CheckKey(key); err != nil {
+		return nil, "", err
+	}
+	return t.s.readRecord(ctx, t.m, key)
+}
+
+func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVersion string) (string, error) {
+	if err := sink.CheckKey(key); err != nil {
+		return "", err
+	}
+	return t.s.writeRecord(ctx, t.m, key, data, ifVersion)
+}
+
+func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
+	if err := sink.CheckKey(key); err != nil {
+		return err
+	}
+	return t.s.deleteRecord(ctx, t.m, key, ifVersion)
+}
+
+func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return t.s.recordNames(ctx, t.m)
+}
+
+func (s *Store) readRecord(ctx context.Context, m map[string]record, name string) ([]byte, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[name]
+	r, ok := m[name]
 	if !ok {
 		return nil, "", fmt.Errorf("%w: record %s", sink.ErrNotFound, name)
 	}
 	return slices.Clone(r.data), r.version, nil
 }
 
-// WriteRecord stores a record by compare-and-swap.
-func (s *Store) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+func (s *Store) writeRecord(ctx context.Context, m map[string]record, name string, data []byte, ifVersion string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -317,44 +382,42 @@ func (s *Store) WriteRecord(ctx context.Context, name string, data []byte, ifVer
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[name]
+	r, ok := m[name]
 	if ifVersion == "" && ok || ifVersion != "" && (!ok || r.version != ifVersion) {
 		return "", fmt.Errorf("%w: record %s", sink.ErrConflict, name)
 	}
 	s.rev++
 	v := strconv.FormatUint(s.rev, 10)
-	s.records[name] = record{data: slices.Clone(data), version: v}
+	m[name] = record{data: slices.Clone(data), version: v}
 	return v, nil
 }
 
-// DeleteRecord removes a record by compare-and-swap.
-func (s *Store) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+func (s *Store) deleteRecord(ctx context.Context, m map[string]record, name, ifVersion string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.records[name]
+	r, ok := m[name]
 	if !ok {
 		return fmt.Errorf("%w: record %s", sink.ErrNotFound, name)
 	}
 	if r.version != ifVersion {
 		return fmt.Errorf("%w: record %s", sink.ErrConflict, name)
 	}
-	delete(s.records, name)
+	delete(m, name)
 	return nil
 }
 
-// RecordNames lists the names with a record, sorted.
-func (s *Store) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+func (s *Store) recordNames(ctx context.Context, m map[string]record) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		if err := ctx.Err(); err != nil {
 			yield("", err)
 			return
 		}
 		s.mu.Lock()
-		names := make([]string, 0, len(s.records))
-		for n := range s.records {
+		names := make([]string, 0, len(m))
+		for n := range m {
 			names = append(names, n)
 		}
 		s.mu.Unlock()
