@@ -67,9 +67,12 @@ type RunOptions struct {
 	Since, Until time.Time
 	// Where restores only records having all these header values.
 	Where Headers
-	// Limit stops the pass after this many records were delivered; the
-	// segment in progress is released at that record and resumed there by
-	// the next pass. 0: no limit.
+	// Limit stops the pass once this many records were delivered or
+	// quarantined (refused, undecodable, replayed too often, or in a
+	// segment quarantined whole): at most Limit records are offered to the
+	// destination, refused or not. The segment in progress is released at
+	// the next record and resumed there by the next pass. Records the
+	// filters leave are not counted. 0: no limit.
 	Limit uint64
 	// DryRun counts what a pass would do, by reason, starting where each
 	// segment's progress says, and changes nothing: no claim, no delivery,
@@ -234,7 +237,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
-		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered >= opts.Limit {
+		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
 		}
 		r.mu.Lock()
@@ -251,6 +254,12 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		case err == nil:
 		case errors.Is(err, errStop):
 			return rep, errors.Join(errs...)
+		case errors.Is(err, ErrUnavailable):
+			// The destination is down: the segments after this one
+			// would only be tried in vain. The segment resumes where
+			// it stopped; the caller (passLoop: the log) says why.
+			r.setErr(err)
+			return rep, errors.Join(append(errs, err)...)
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++ // another restorer has it
 		case errors.Is(err, ErrNotFound):
@@ -346,7 +355,7 @@ func (r *Restorer) passLoop(ctx context.Context) {
 			opts.stopAt = closes
 		}
 		rep, err := r.Run(ctx, opts)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !(r.stopping.Load() && errors.Is(err, ErrClosed)) {
 			r.log.Warn("restore pass failed", slog.Any("error", err))
 		}
 		if rep.Delivered > 0 || rep.Quarantined > 0 {
