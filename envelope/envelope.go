@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"filippo.io/age"
@@ -159,11 +160,11 @@ func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
 	}
 	k.mu.Unlock()
 	if len(k.ids) == 0 {
-		return nil, fmt.Errorf("%w: no identity given", segment.ErrNoKey)
+		return nil, &segment.NoKeyError{Detail: "no identity given"}
 	}
 	r, err := age.Decrypt(bytes.NewReader(wrapped), k.ids...)
 	if err != nil {
-		return nil, classify(err)
+		return nil, k.classify(err)
 	}
 	key, err := io.ReadAll(io.LimitReader(r, segment.KeySize+1))
 	if err != nil {
@@ -186,12 +187,12 @@ func (k *Keyring) UnwrapKey(wrapped []byte) ([]byte, error) {
 }
 
 // classify maps an error of age.Decrypt to the errors UnwrapKey documents.
-func classify(err error) error {
+func (k *Keyring) classify(err error) error {
 	var nomatch *age.NoIdentityMatchError
 	var svc *serviceError
 	switch {
 	case errors.As(err, &nomatch):
-		return fmt.Errorf("%w: none of the identities given matches the recipients it is wrapped for (%v)", segment.ErrNoKey, nomatch.StanzaTypes)
+		return &segment.NoKeyError{Detail: fmt.Sprintf("none of the identities given matches the recipients its key is wrapped for (%s)", strings.Join(nomatch.StanzaTypes, ", ")), Tried: len(k.ids)}
 	case errors.As(err, &svc):
 		return svc.err // the key service's: not the segment's fault
 	}

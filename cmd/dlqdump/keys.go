@@ -149,13 +149,24 @@ func (a *app) readerOptions(name string) (*segment.ReaderOptions, error) {
 	return o, nil
 }
 
-// keyHint adds to an error about a missing key how to give one.
+// keyHint adds to an error about a missing key how to give one: an
+// identity when none was given, another one when those given do not match.
 func keyHint(err error) error {
-	if errors.Is(err, segment.ErrNoKey) {
-		return fmt.Errorf("%w (give --identity FILE, $%s or $%s)", err, envIdentity, envKMS)
+	if !errors.Is(err, segment.ErrNoKey) {
+		return err
 	}
-	return err
+	var nk *segment.NoKeyError
+	if errors.As(err, &nk) && nk.Tried > 0 {
+		return fmt.Errorf("%w (%s)", err, otherKeyHint)
+	}
+	return fmt.Errorf("%w (%s)", err, giveKeyHint)
 }
+
+// The hints of keyHint.
+const (
+	giveKeyHint  = "give --identity FILE, $" + envIdentity + " or $" + envKMS
+	otherKeyHint = "give one its key is wrapped for: --identity FILE, $" + envIdentity + " or $" + envKMS
+)
 
 // parseRecipientArg parses a --recipient: an age or SSH public key, or
 // awskms:KEY for an AWS KMS key.

@@ -108,14 +108,14 @@ restored.`,
 	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable, before the restore stops (--to)")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once (--to)")
-	fl.DurationVar(&f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
-	fl.DurationVar(&f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
+	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
+	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
 	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads (--to)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "count what would be delivered, by reason; change nothing")
 	fl.BoolVar(&f.archive, "archive", false, "move restored segments to the archive area instead of deleting them")
 	fl.StringVar(&f.version, "version", "", "restore only segments of this data Version (e.g. 1.2 or 1.2.0.0); others go to quarantine (default: any version)")
-	fl.DurationVar(&f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
+	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
 	_ = fl.MarkHidden("lease")
 	f.ff.register(fl)
 	return cmd
@@ -275,7 +275,10 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		return runErr
 	}
 	if n := noKey.n.Load(); n > 0 {
-		return fmt.Errorf("%s encrypted and left in place: no identity given unwraps its key (give --identity FILE, $%s or $%s)", plural(n, "segment"), envIdentity, envKMS)
+		if len(ids) > 0 {
+			return fmt.Errorf("%s encrypted and left in place: none of the identities given unwraps its key (%s)", plural(n, "segment"), otherKeyHint)
+		}
+		return fmt.Errorf("%s encrypted and left in place: no identity was given (%s)", plural(n, "segment"), giveKeyHint)
 	}
 	notDelivered := rep.Quarantined > 0 || rep.QuarantinedSegments > 0 || rep.DamagedBlocks > 0
 	if notDelivered {
