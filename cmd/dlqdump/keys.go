@@ -36,13 +36,15 @@ const (
 const keysHelp = `Encrypted segments:
   Reading records of an encrypted segment (cat, stat --by, restore, verify of
   records, verify --salvage, rewrap) takes an identity that unwraps its data
-  key: --identity FILE (repeatable; an age identities file, as age-keygen
-  writes it, or an unencrypted SSH private key), files in DLQDUMP_IDENTITY
-  (separated by ":"), and AWS KMS keys in DLQDUMP_AWS_KMS (key IDs or ARNs
-  separated by commas, or "any"), used with the AWS environment's
-  credentials (AWS_ENDPOINT_URL_KMS overrides the endpoint). Without one,
-  ls, cp, mv and verify still work: verify checks the checksums of the
-  sealed bytes, not that they authenticate.`
+  key: --identity FILE (repeatable; an age identities file, as dlqdump
+  keygen or age-keygen writes it, or an unencrypted SSH private key), files
+  in DLQDUMP_IDENTITY (separated by ":"), and AWS KMS keys in
+  DLQDUMP_AWS_KMS (key IDs or ARNs separated by commas, or "any"), used
+  with the AWS environment's credentials (AWS_ENDPOINT_URL_KMS overrides the
+  endpoint). Without one, ls, cp, mv and verify still work: verify checks
+  the checksums of the sealed bytes, not that they authenticate.
+  dlqdump keygen -o FILE makes a key pair: the identity in FILE, the public
+  key (age1..., for Config.Encryption.Recipients) on stdout.`
 
 // keyFlags are the root's flags for identities.
 type keyFlags struct {

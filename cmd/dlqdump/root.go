@@ -213,6 +213,7 @@ with informational messages.
 		newQuarantineCmd(a),
 		newPruneCmd(a),
 		newRewrapCmd(a),
+		newKeygenCmd(a),
 	)
 	return root
 }
