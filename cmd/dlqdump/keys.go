@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/pflag"
 
 	"github.com/dlqdump/dlqdump"
@@ -117,7 +118,7 @@ func (a *app) loadIdentities() ([]envelope.Identity, error) {
 
 // awsKMS returns AWS KMS with the AWS environment's configuration.
 func (a *app) awsKMS() (*awskms.KMS, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if a.s3.region != "" {
 		opts = append(opts, config.WithRegion(a.s3.region))
 	}
