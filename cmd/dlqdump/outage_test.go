@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +197,36 @@ func BenchmarkRestoreSlowEndpoint(b *testing.B) {
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// The README's console block of a restore into an endpoint that is down is
+// what the command prints, the directory, the port and the segment's name
+// aside.
+func TestReadmeOutageOutput(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "$ dlqdump restore dlq --to http://127.0.0.1:9/in --max-attempts 1"
+	_, after, ok := strings.Cut(string(b), "```console\n"+cmd)
+	if !ok {
+		t.Fatalf("README.md has no console block starting with %q", cmd)
+	}
+	block, _, _ := strings.Cut(after, "```")
+	lines := strings.Split(block, "\n")[1:] // the rest of the command line is a comment
+	want := strings.Join(lines[:slices.Index(lines, "$ echo $?")], "\n")
+
+	dir := makeSample(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := cli(t, exitUnavailable, "restore", dir, "--to", "http://"+addr+"/in", "--max-attempts", "1")
+	got := strings.NewReplacer(dir, "dlq", addr, "127.0.0.1:9", segA.name(), "20261122T043204.274583543Z-c2b8f6ffa27c4ee6.dlq").Replace(r.stderr)
+	if strings.TrimSpace(got) != strings.TrimSpace(want) {
+		t.Errorf("README:\n%s\nthe command:\n%s", want, got)
 	}
 }
