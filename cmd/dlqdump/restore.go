@@ -61,8 +61,10 @@ other than letters, digits and "-" become "-"; values that are not printable
 ASCII are RFC 2047 encoded). A 2xx answer is a delivery. --concurrency
 POSTs are in flight at once; the checkpoint only passes records whose
 predecessors were all delivered, so an interrupted or stopped restore
-resumes at the first record not delivered (the records after it that were
-accepted meanwhile, at most --concurrency - 1, are delivered again).
+resumes at the first record not known to be delivered: after an interrupt,
+which lets the POSTs in flight finish, the records accepted after it (at
+most --concurrency - 1) are posted again; after an outage, which cancels
+them, those in flight (at most --concurrency) may be.
 
 Other answers are told apart. A 3xx (redirects are not followed) or a 4xx
 other than 408, 425 and 429 is the endpoint refusing that record: it is not
