@@ -2,7 +2,11 @@
 // segments that github.com/dlqdump/dlqdump writes to a directory or an S3
 // prefix.
 //
-// Install it with
+// Install it from a clone of the repository with
+//
+//	go install ./cmd/dlqdump
+//
+// or, where the module is published, with
 //
 //	go install github.com/dlqdump/dlqdump/cmd/dlqdump@latest
 //
@@ -30,6 +34,9 @@
 //	mv SRC DST [SEGMENT...]        move segments between locations
 //	quarantine ls LOCATION         quarantined segments and why
 //	quarantine release LOCATION [SEGMENT...|--all]
+//	prune LOCATION --area AREA     remove expired segments of an area (--max-age 30d, ...)
+//	rewrap LOCATION --recipient R  wrap the data keys of encrypted segments for new recipients
+//	keygen [-o FILE] [--pq]        an age key pair for encrypted dumps
 //
 // Every command has --help. --quiet suppresses progress bars and
 // informational output; progress bars are drawn only when stderr is a
