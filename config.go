@@ -151,6 +151,18 @@ type Config struct {
 	// MaxAttempts is how many times a refused record is offered before it
 	// is quarantined with the last error. Default 10.
 	MaxAttempts int
+	// Concurrency is how many Enqueue calls the Restorer makes into Queue
+	// at once, for a destination that is slow to answer (an HTTP endpoint,
+	// another service) rather than slow to work: the Queue must then be
+	// safe for concurrent use. Records are handed out in order and what
+	// became of each (delivered, set aside, or a stop) is applied in that
+	// order, so a checkpoint never passes a record whose delivery has not
+	// ended, and a block's deliveries all end before its checkpoint: a
+	// crash still delivers at most one block twice. A pass that stops at a
+	// record (ctx, Close, Limit, ErrUnavailable) resumes there, so the
+	// records after it that were accepted meanwhile, at most
+	// Concurrency-1, are delivered again. Default 1: one at a time.
+	Concurrency int
 	// MaxReplays quarantines records that were restored and dead-lettered
 	// again this many times (HeaderReplays), instead of cycling forever.
 	// The count travels with items that are HeaderCarriers, or as Envelopes
@@ -321,6 +333,8 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: RetryBase/RetryMax: %s/%s: want 0 <= RetryBase <= RetryMax", ErrConfig, c.RetryBase, c.RetryMax)
 	case c.MaxAttempts < 0:
 		return nil, fmt.Errorf("%w: MaxAttempts: %d is negative", ErrConfig, c.MaxAttempts)
+	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
+		return nil, fmt.Errorf("%w: Concurrency: %d is outside 0..%d", ErrConfig, c.Concurrency, maxConcurrency)
 	case c.VersionPolicy > VersionKeep:
 		return nil, fmt.Errorf("%w: VersionPolicy: unknown policy %d", ErrConfig, c.VersionPolicy)
 	case c.Lease < 0:
@@ -366,6 +380,9 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = 10
 	}
+	if r.Concurrency == 0 {
+		r.Concurrency = 1
+	}
 	if r.MaxReplays == 0 {
 		r.MaxReplays = 5
 	}
@@ -386,6 +403,9 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	r.keys = c.Encryption.keyring()
 	return r, nil
 }
+
+// maxConcurrency bounds Config.Concurrency.
+const maxConcurrency = 1024
 
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {

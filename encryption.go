@@ -183,7 +183,7 @@ func (g *segRun) openFailed(err error) (handled bool, _ error) {
 			return true, err
 		}
 		r.mu.Lock()
-		r.skip[g.name] = skipped{reason: err.Error(), noKey: true}
+		r.skip[g.name] = leftInPlace{reason: err.Error(), noKey: true}
 		r.mu.Unlock()
 		r.mw.Fail("no_key")
 		r.log.Warn("leaving an encrypted segment in place: no identity unwraps its key", slog.String("segment", g.name), slog.Any("error", err))
@@ -194,8 +194,8 @@ func (g *segRun) openFailed(err error) (handled bool, _ error) {
 	return false, nil
 }
 
-// skipped is why a Restorer leaves a segment in place on every pass.
-type skipped struct {
+// leftInPlace is why a Restorer leaves a segment in place on every pass.
+type leftInPlace struct {
 	reason string
 	noKey  bool // no identity unwraps its key
 }

@@ -50,6 +50,19 @@ var (
 	// truncate, a commit) that had not returned when Shutdown gave up: it
 	// may or may not be stored.
 	ErrInDoubt = errors.New("dlqdump: record in doubt")
+	// ErrUnavailable is for a Restorer's destination (Config.Queue) to
+	// wrap in what its Enqueue returns when it cannot take anything now
+	// (it is down, overloaded or unreachable), as opposed to refusing this
+	// one record. The Restorer retries such an answer like a refusal, up
+	// to MaxAttempts; then, instead of setting the record aside for
+	// quarantine, it stops the pass at that record: the progress saved
+	// names it as the next to deliver, the segment stays ready, and Run
+	// returns an error wrapping ErrUnavailable. The next pass (after
+	// CheckInterval, once Started) begins there. A record whose every
+	// delivery makes the destination answer ErrUnavailable therefore
+	// holds its segment up; return another error for a record the
+	// destination refuses for what it is.
+	ErrUnavailable = errors.New("dlqdump: destination unavailable")
 	// ErrNotFound means a segment does not exist (any more) in that area.
 	ErrNotFound = sink.ErrNotFound
 	// ErrClaimed means another restorer holds a live claim on the segment.

@@ -85,6 +85,9 @@ func recoverSink(ctx context.Context, s any, log *slog.Logger, mw MetricsWriter)
 		log.Info("recovered a segment left open by a crash", slog.String("segment", name))
 		mw.Flush(FlushRecover, 0, 0, 0)
 	}
+	if errors.Is(err, ErrConfig) {
+		return err // the sink is misconfigured (it names the field), not failing
+	}
 	if err != nil {
 		mw.Fail("recover")
 		return fmt.Errorf("%w: recover unfinished segments: %w", ErrSink, err)

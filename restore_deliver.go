@@ -1,6 +1,7 @@
 package dlqdump
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,50 +10,125 @@ import (
 	"github.com/dlqdump/dlqdump/segment"
 )
 
-// record delivers one record, or sets it aside: for quarantine, or, when the
-// pass's filters do not select it, for the remainder.
-func (g *segRun) record(blockOffset int64, rec *segment.Record) error {
+// record handles one record: it is skipped (the pass's filters do not select
+// it), set aside for quarantine, or delivered. What became of it is applied
+// by done, in record order: at once, or, with Config.Concurrency above 1,
+// once every record before it was (see window).
+func (g *segRun) record(rec *segment.Record) error {
 	r := g.r
 	if g.filtered && !g.opts.selects(rec) {
-		g.rep.Skipped++
-		g.prog.Skipped++
-		g.prog.SetAside(blockOffset, rec.Seq, false, "")
-		return nil
+		return g.settle(rec, outcome{kind: skipped})
 	}
-	if g.opts.Limit > 0 && g.rep.Delivered >= g.opts.Limit {
+	if g.opts.Limit > 0 && g.taken() >= g.opts.Limit {
 		return errStop
 	}
 	replays := replaysOf(rec)
 	if r.c.MaxReplays >= 0 && replays >= r.c.MaxReplays {
-		return g.setAside(blockOffset, rec, "replays", fmt.Sprintf("replayed %d times, MaxReplays is %d", replays, r.c.MaxReplays))
+		return g.settle(rec, outcome{kind: setAside, label: "replays", reason: fmt.Sprintf("replayed %d times, MaxReplays is %d", replays, r.c.MaxReplays)})
 	}
 	item, err := r.c.Decoder.Decode(rec.Payload)
 	if err != nil {
-		return g.setAside(blockOffset, rec, "decode", "decode: "+err.Error())
+		return g.settle(rec, outcome{kind: setAside, label: "decode", reason: "decode: " + err.Error()})
 	}
-	if !g.dry {
-		item = r.withHeaders(item, rec, replays)
-		err = g.deliver(item)
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			return g.setAside(blockOffset, rec, "refused", err.Error())
-		}
-		if err != nil {
-			return err
-		}
+	if g.dry {
+		return g.settle(rec, outcome{kind: delivered})
 	}
-	g.prog.Delivered++
-	g.rep.Delivered++
-	g.rep.Bytes += uint64(len(rec.Payload))
-	g.reasons.count(rec)
-	g.delivered++
-	g.bytes += uint64(len(rec.Payload))
-	return nil
+	item = r.withHeaders(item, rec, replays)
+	if g.win != nil {
+		return g.win.deliver(rec, item)
+	}
+	var retried uint64
+	err = g.deliver(g.ctx, item, &retried)
+	g.rep.Retried += retried
+	return g.done(rec, deliveryOutcome(err))
+}
+
+// fate is what became of a record.
+type fate uint8
+
+const (
+	delivered fate = iota // the destination accepted it (or, in a dry run, would be offered it)
+	skipped               // not selected by the pass's filters: left for the remainder
+	setAside              // for quarantine, with a reason
+	stopped               // not delivered: the pass stops at it (err says why)
+)
+
+// outcome is what became of a record.
+type outcome struct {
+	kind          fate
+	label, reason string // setAside
+	err           error  // stopped
+}
+
+// deliveryOutcome returns the outcome of a delivery that returned err.
+func deliveryOutcome(err error) outcome {
+	var refused *refusedError
+	switch {
+	case err == nil:
+		return outcome{kind: delivered}
+	case errors.As(err, &refused):
+		return outcome{kind: setAside, label: "refused", reason: err.Error()}
+	}
+	return outcome{kind: stopped, err: err}
+}
+
+// settle applies an outcome known without a delivery: at once, unless
+// deliveries before it are still in flight.
+func (g *segRun) settle(rec *segment.Record, o outcome) error {
+	if g.win != nil && g.win.busy() {
+		return g.win.push(rec, o)
+	}
+	return g.done(rec, o)
+}
+
+// done applies what became of a record of the block being handled, in record
+// order. A stopped record's error is returned: the pass stops there.
+func (g *segRun) done(rec *segment.Record, o outcome) error {
+	switch o.kind {
+	case stopped:
+		return o.err
+	case skipped:
+		g.rep.Skipped++
+		g.prog.Skipped++
+		g.prog.SetAside(g.blk.Info().Offset, rec.Seq, false, "")
+	case setAside:
+		g.setAside(g.blk.Info().Offset, rec, o.label, o.reason)
+	case delivered:
+		g.prog.Delivered++
+		g.rep.Delivered++
+		g.rep.Bytes += uint64(len(rec.Payload))
+		g.reasons.count(rec)
+		g.delivered++
+		g.bytes += uint64(len(rec.Payload))
+	}
+	if !g.prog.Full() {
+		return nil
+	}
+	// One block can set aside more than a claim record holds: write them
+	// out from the middle of it.
+	info := g.blk.Info()
+	next := segment.Position{Offset: info.Offset, Seq: rec.Seq + 1}
+	if next.Seq >= info.FirstSeq+uint64(info.Count) {
+		next = g.blk.Next()
+	}
+	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
+	return g.writeSides()
+}
+
+// taken counts the records this pass delivered or quarantined, and those it
+// handed to the destination whose delivery has not ended: what
+// RunOptions.Limit bounds.
+func (g *segRun) taken() uint64 {
+	n := g.rep.Delivered + g.rep.Quarantined
+	if g.win != nil {
+		n += uint64(g.win.taking)
+	}
+	return n
 }
 
 // setAside marks a record for quarantine with the reason; it is written to a
 // quarantine segment when the segment is finished or the progress is full.
-func (g *segRun) setAside(blockOffset int64, rec *segment.Record, label, reason string) error {
+func (g *segRun) setAside(blockOffset int64, rec *segment.Record, label, reason string) {
 	g.prog.Quarantined++
 	g.prog.SetAside(blockOffset, rec.Seq, true, reason)
 	if g.prog.Labels == nil {
@@ -63,7 +139,6 @@ func (g *segRun) setAside(blockOffset int64, rec *segment.Record, label, reason 
 	if g.dry {
 		g.rep.ByReason["quarantine: "+label]++
 	}
-	return nil
 }
 
 // replaysOf returns the record's replay count, 0 when absent or malformed.
@@ -119,20 +194,23 @@ func (e *refusedError) Error() string {
 func (e *refusedError) Unwrap() error { return e.err }
 
 // deliver enqueues item into the destination: waiting while its Rate is above
-// AllowRate, within RateLimit, retrying refusals with backoff and full jitter.
-// A refusal while the run is being cancelled is the cancellation, never a
-// refusal: the record is not set aside.
-func (g *segRun) deliver(item any) error {
+// AllowRate, within RateLimit, retrying refusals with backoff and full jitter,
+// counting the retries in *retried. A refusal while ctx is being cancelled is
+// the cancellation, never a refusal: the record is not set aside. A refusal
+// wrapping ErrUnavailable that is still there after MaxAttempts stops the
+// pass instead of setting the record aside. It is called from the window's
+// goroutines too: it changes nothing of g but through *retried.
+func (g *segRun) deliver(ctx context.Context, item any, retried *uint64) error {
 	r := g.r
 	for attempt := 1; ; attempt++ {
-		if err := g.ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil {
 			return err // stopped: this record is the next to deliver
 		}
-		if err := g.waitRoom(); err != nil {
+		if err := g.waitRoom(ctx); err != nil {
 			return err
 		}
 		if r.limiter != nil {
-			if err := r.limiter.Wait(g.ctx); err != nil {
+			if err := r.limiter.Wait(ctx); err != nil {
 				return err
 			}
 		}
@@ -143,29 +221,32 @@ func (g *segRun) deliver(item any) error {
 		if err == nil {
 			return nil
 		}
-		if cerr := g.ctx.Err(); cerr != nil {
+		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("%w (the destination said: %w)", cerr, err)
 		}
 		if attempt >= r.c.MaxAttempts {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
 			return &refusedError{attempts: attempt, err: err}
 		}
-		g.rep.Retried++
+		*retried++
 		r.retried.Add(1)
 		r.mw.Retry()
-		if err := backoff.Sleep(g.ctx, backoff.FullJitter(r.c.RetryBase, r.c.RetryMax, attempt)); err != nil {
+		if err := backoff.Sleep(ctx, backoff.FullJitter(r.c.RetryBase, r.c.RetryMax, attempt)); err != nil {
 			return err
 		}
 	}
 }
 
 // waitRoom waits while the destination's Rate is above AllowRate.
-func (g *segRun) waitRoom() error {
+func (g *segRun) waitRoom(ctx context.Context) error {
 	r := g.r
 	if r.c.rater == nil || r.c.AllowRate >= 1 {
 		return nil
 	}
 	for r.c.rater.Rate() > r.c.AllowRate {
-		if err := backoff.Sleep(g.ctx, r.c.PostponeInterval); err != nil {
+		if err := backoff.Sleep(ctx, r.c.PostponeInterval); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,9 @@ type segRun struct {
 	// Counted per record, added to the shared counters per block.
 	delivered, bytes uint64
 	reasons          reasonCounter
+
+	blk *segment.Block // the block being handled
+	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
 }
 
 // stopDeadline bounds the writes that record where a cancelled run stopped.
@@ -94,6 +97,10 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		found = cl.Progress()
 		g.released = cl.WasQuarantined()
 		defer g.release()
+		if r.c.Concurrency > 1 {
+			g.win = newWindow(g, r.c.Concurrency)
+			defer g.win.close() // before release: no delivery outlives the run
+		}
 	}
 	g.lastSave = time.Now()
 	g.found = found
@@ -326,26 +333,16 @@ func (g *segRun) damaged(err error) {
 // block handles the records of one block, then checkpoints.
 func (g *segRun) block(b *segment.Block) error {
 	defer g.flushCounts()
-	off := b.Info().Offset
+	g.blk = b
 	for rec := range b.Records() {
-		if err := g.record(off, &rec); err != nil {
-			if errors.Is(err, errStop) || g.ctx.Err() != nil && !g.lost() {
-				// Stop at this record: it is the next to handle.
-				return g.stop(segment.Position{Offset: off, Seq: rec.Seq}, err)
-			}
-			return err
+		if err := g.record(&rec); err != nil {
+			return g.halt(rec.Seq, err)
 		}
-		if g.prog.Full() {
-			// One block can set aside more than a record holds: write
-			// them out from the middle of it.
-			next := segment.Position{Offset: off, Seq: rec.Seq + 1}
-			if info := b.Info(); next.Seq >= info.FirstSeq+uint64(info.Count) {
-				next = b.Next()
-			}
-			g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
-			if err := g.writeSides(); err != nil {
-				return err
-			}
+	}
+	if g.win != nil {
+		// Every delivery of the block ends before its checkpoint.
+		if err := g.win.drain(); err != nil {
+			return g.halt(b.Next().Seq, err)
 		}
 	}
 	next := b.Next()
@@ -354,6 +351,35 @@ func (g *segRun) block(b *segment.Block) error {
 		return g.stop(next, errStop)
 	}
 	return g.save(false)
+}
+
+// halt ends the run of the block on an error met at record seq of it, or at
+// an earlier record still in the window (a *recordError names it; the
+// outcomes before an error met at seq are applied first). A stop (Limit,
+// Close, the pass's context, ErrUnavailable) is recorded at the record it
+// concerns, which is the next to handle.
+func (g *segRun) halt(seq uint64, err error) error {
+	if g.win != nil {
+		var re *recordError
+		if !errors.As(err, &re) && errors.Is(err, errStop) {
+			err = g.win.drain() // the deliveries before the limit end as they would
+			if err == nil {
+				err = errStop
+			}
+		}
+		if errors.As(err, &re) {
+			seq, err = re.seq, re.err
+		}
+		g.win.abandon()
+	}
+	if errors.Is(err, ErrUnavailable) {
+		err = fmt.Errorf("%w; stopped at segment %s record %d, its next to deliver", err, g.name, seq)
+	}
+	if errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil && !g.lost() {
+		// Stop at this record: it is the next to handle.
+		return g.stop(segment.Position{Offset: g.blk.Info().Offset, Seq: seq}, err)
+	}
+	return err
 }
 
 // lost reports whether the claim was lost (then nothing is saved).
@@ -517,7 +543,7 @@ func (g *segRun) versionMismatch(v Version) error {
 			return nil
 		}
 		r.mu.Lock()
-		r.skip[g.name] = skipped{reason: reason}
+		r.skip[g.name] = leftInPlace{reason: reason}
 		r.mu.Unlock()
 		r.log.Info("leaving a segment of another version in place", slog.String("segment", g.name), slog.String("reason", reason))
 		return nil

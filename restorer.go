@@ -50,7 +50,7 @@ type Restorer struct {
 	close     context.CancelFunc // Close: stop waiting, at the next record
 	mu        sync.Mutex
 	closed    bool
-	skip      map[string]skipped // segments left in place (VersionKeep, no key)
+	skip      map[string]leftInPlace // segments left in place (VersionKeep, no key)
 	bgCancel  context.CancelFunc
 	bgWG      sync.WaitGroup
 
@@ -67,9 +67,12 @@ type RunOptions struct {
 	Since, Until time.Time
 	// Where restores only records having all these header values.
 	Where Headers
-	// Limit stops the pass after this many records were delivered; the
-	// segment in progress is released at that record and resumed there by
-	// the next pass. 0: no limit.
+	// Limit stops the pass once this many records were delivered or
+	// quarantined (refused, undecodable, replayed too often, or in a
+	// segment quarantined whole): at most Limit records are offered to the
+	// destination, refused or not. The segment in progress is released at
+	// the next record and resumed there by the next pass. Records the
+	// filters leave are not counted. 0: no limit.
 	Limit uint64
 	// DryRun counts what a pass would do, by reason, starting where each
 	// segment's progress says, and changes nothing: no claim, no delivery,
@@ -168,7 +171,7 @@ func NewRestorer(config *Config) (*Restorer, error) {
 		mw:   c.MetricsWriter,
 		log:  c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
 		run:  make(chan struct{}, 1),
-		skip: map[string]skipped{},
+		skip: map[string]leftInPlace{},
 	}
 	r.claimer, err = claims.NewClaimer(c.Reader, c.Owner, c.Lease, &claims.Options{Logger: r.log})
 	if err != nil {
@@ -266,7 +269,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
-		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered >= opts.Limit {
+		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
 		}
 		r.mu.Lock()
@@ -286,6 +289,13 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		switch {
 		case err == nil:
 		case errors.Is(err, errStop):
+			return rep, result()
+		case errors.Is(err, ErrUnavailable):
+			// The destination is down: the segments after this one
+			// would only be tried in vain. The segment resumes where
+			// it stopped; the caller (passLoop: the log) says why.
+			r.setErr(err)
+			errs = append(errs, err)
 			return rep, result()
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++ // another restorer has it
@@ -408,7 +418,7 @@ func (r *Restorer) passLoop(ctx context.Context) {
 		rep, err := r.Run(ctx, opts)
 		var nk *noKeyError
 		switch missing := r.status.Load().missing != nil; {
-		case err == nil || ctx.Err() != nil:
+		case err == nil || ctx.Err() != nil || r.stopping.Load() && errors.Is(err, ErrClosed):
 			missingLogged = false
 		case errors.As(err, &nk) && err == error(nk):
 			// Only segments left for want of a key: each was logged when

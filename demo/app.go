@@ -33,6 +33,9 @@ type counters struct {
 	// stopped: lost (a dumper that stayed full past the stop's bound)
 	unaccounted atomic.Uint64
 	leaked      [4]atomic.Uint64
+	// tasks the Restorer put back into the queue, counted as each is (the
+	// Restorer's own counter moves once per block): for the rates
+	restored atomic.Uint64
 }
 
 func (c *counters) leakedTotal() uint64 {
@@ -68,6 +71,7 @@ type App struct {
 
 	mu    sync.Mutex
 	scene *Scene
+	waves *waves      // the current scene's, while they run
 	prev  sceneTotals // totals of stopped scenes
 	cfg   SceneConfig // of the current or last scene
 
@@ -196,6 +200,7 @@ func (a *App) StopScene(ctx context.Context, force bool) error {
 	if s == nil {
 		return errNoScene
 	}
+	a.stopWaves("")
 	if a.hurried.Load() {
 		s.hurry()
 	}
@@ -354,6 +359,7 @@ func (a *App) logStatus(up time.Duration) {
 type snapshot struct {
 	at                            time.Time
 	produced, processed, failures uint64
+	restored                      uint64 // counters.restored
 	leaked                        [4]uint64
 	totals                        sceneTotals
 	qsize, qcap, producers, busy  int
@@ -365,7 +371,7 @@ type snapshot struct {
 }
 
 func (a *App) snapshot() snapshot {
-	sn := snapshot{at: time.Now(), produced: a.c.produced.Load(), processed: a.c.processed.Load(), failures: a.c.failures.Load()}
+	sn := snapshot{at: time.Now(), produced: a.c.produced.Load(), processed: a.c.processed.Load(), failures: a.c.failures.Load(), restored: a.c.restored.Load()}
 	for i := range sn.leaked {
 		sn.leaked[i] = a.c.leaked[i].Load()
 	}
@@ -441,7 +447,7 @@ func makeSample(p, c snapshot) sample {
 		Producers: c.producers, Workers: c.workers, Busy: c.busy,
 		ProducedPS: rate(p.produced, c.produced), ProcessedPS: rate(p.processed, c.processed),
 		LeakedPS: rate(pl, cl), DumpedPS: rate(p.totals.Dumped, c.totals.Dumped),
-		RestoredPS: rate(p.totals.Restored, c.totals.Restored), QuarPS: rate(p.totals.Quarantined, c.totals.Quarantined),
+		RestoredPS: rate(p.restored, c.restored), QuarPS: rate(p.totals.Quarantined, c.totals.Quarantined),
 		FailuresPS: rate(p.failures, c.failures),
 		Pending:    c.pending, Ready: c.ready, QuarSegs: c.quarantinedSegs, Published: c.totals.Segments,
 		Produced: c.produced, Processed: c.processed, Leaked: cl, Dumped: c.totals.Dumped,

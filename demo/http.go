@@ -326,6 +326,7 @@ func (a *App) handleProducers(sign int) http.HandlerFunc {
 			writeError(w, http.StatusConflict, "%v", errNoScene)
 			return
 		}
+		a.stopWaves("producers set by hand")
 		n, err := s.addProducers(sign * delta)
 		if err != nil {
 			writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "producers": n})

@@ -16,8 +16,10 @@
 // own MaxRetries re-enqueues at once, so the demo sets it to 0 and schedules
 // the retries itself (a heap and one timer), and the last failure reaches the
 // DLQ through koykov's FailToDLQ. The queue's DLQ is the dumper, which writes
-// segments into -dir (a temporary directory by default) or an S3 prefix (-s3
-// s3://bucket/prefix). A task
+// segments into -dir or an S3 prefix (-s3 s3://bucket/prefix); by default
+// into a new temporary directory, removed at exit when it holds no segment
+// and otherwise kept (the exit message says where, and how to restore or
+// remove it). A task
 // reaches the dump when the queue is full ("leak"), when it waited in the
 // queue longer than -deadline ("deadline"), or when its retries are
 // exhausted ("failed"); the reason, the attempts and the last error are
@@ -25,6 +27,14 @@
 // A Restorer looks for ready segments every -restore-interval and puts the
 // tasks back into the queue while its fill rate is at most -allow-rate. A
 // task dumped and restored -max-replays times is quarantined instead.
+//
+// Without -scenario the load comes in waves (-waves, on by default): calm
+// with -producers for -wave-calm (20s), then a burst of -burst-producers
+// (default 4x) for -wave-burst (8s), again and again. The default scene's
+// workers take about 800 tasks a second; a burst brings 1200, so the queue
+// fills and overflows into the dump ("leak", and "deadline" for tasks that
+// waited too long), and the Restorer puts the dump back during the calm.
+// Changing the producers by hand (the dashboard, the API) ends the waves.
 //
 // Every few seconds (-log-every) the command prints one line: producers,
 // queue fill, tasks per second produced, processed, leaked, dumped and
@@ -106,7 +116,8 @@
 //	-segment-size 1MiB, -flush 2s, -max-pending 64MiB    the dumper
 //	-restore-interval 1s, -allow-rate 0.5, -postpone 50ms, -restore-rate 0 (no limit),
 //	-max-replays 5, -auto-restore=true                    the Restorer
-//	-scenario NAME, -duration 60s, -drain-timeout 60s, -burst-producers N
+//	-waves=true, -wave-calm 20s, -wave-burst 8s, -burst-producers N (default 4x -producers)
+//	-scenario NAME, -duration 60s, -drain-timeout 60s
 //	-idle                  start with no scene (POST /api/v1/init starts one)
 //	-shutdown-timeout 30s  on a signal: longest wait for the workers; then what is left goes to the dump
 //	-log-every 5s          status line interval; 0: none
@@ -178,7 +189,10 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		scenario    = fset.String("scenario", "", "run a scripted scenario headless: burst or steady")
 		durationF   = fset.Duration("duration", 60*time.Second, "scenario: duration of the scripted load")
 		drainF      = fset.Duration("drain-timeout", 60*time.Second, "scenario: longest wait for the queue and the dump to drain")
-		burstProd   = fset.Int("burst-producers", 0, "scenario burst: producers during the burst (default 4x -producers)")
+		burstProd   = fset.Int("burst-producers", 0, "producers during a burst, in the waves and in -scenario burst (default 4x -producers)")
+		wavesF      = fset.Bool("waves", true, "without -scenario: alternate calm (-producers) and bursts that overflow the queue")
+		waveCalm    = fset.Duration("wave-calm", 20*time.Second, "waves: how long each calm lasts")
+		waveBurst   = fset.Duration("wave-burst", 8*time.Second, "waves: how long each burst lasts")
 		idle        = fset.Bool("idle", false, "start with no scene; POST /api/v1/init starts one")
 		shutdownF   = fset.Duration("shutdown-timeout", 30*time.Second, "on a signal: longest wait for the workers before what is left goes to the dump")
 		logEvery    = fset.Duration("log-every", 5*time.Second, "status line interval (0: none)")
@@ -224,6 +238,10 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		fmt.Fprintf(stderr, "demo: unexpected arguments: %v\n", fset.Args())
 		return 2
 	}
+	if *waveCalm <= 0 || *waveBurst <= 0 {
+		fmt.Fprintln(stderr, "demo: -wave-calm and -wave-burst: want more than 0")
+		return 2
+	}
 	set := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg.WorkersMax = *workersMaxF
@@ -253,7 +271,11 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "dlqdump demo: segments go to %s\n", sk.desc)
+	if sk.temp {
+		fmt.Fprintf(stdout, "dlqdump demo: segments go to %s, a new temporary directory (removed at exit if it holds no segment; -dir DIR keeps them where you say)\n", sk.desc)
+	} else {
+		fmt.Fprintf(stdout, "dlqdump demo: segments go to %s\n", sk.desc)
+	}
 	go func() {
 		select {
 		case <-hurry:
@@ -290,10 +312,19 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		}
 	} else {
 		if !*idle {
-			if _, err := app.StartScene(cfg); err != nil {
+			s, err := app.StartScene(cfg)
+			if err != nil {
 				fmt.Fprintf(stderr, "demo: %v\n", err)
 				_ = app.Close(context.Background())
 				return 1
+			}
+			if *wavesF {
+				burst := *burstProd
+				if burst == 0 {
+					burst = min(4*max(cfg.Producers, 1), cfg.ProducersMax)
+				}
+				app.startWaves(s, waveOptions{Calm: cfg.Producers, Burst: burst, CalmFor: *waveCalm, BurstFor: *waveBurst})
+				fmt.Fprintf(stdout, "waves: %d producers for %s, then a burst of %d for %s, again and again (-waves=false: steady)\n", cfg.Producers, *waveCalm, burst, *waveBurst)
 			}
 		}
 		<-ctx.Done()
@@ -328,6 +359,8 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 	case sk.temp && sk.empty(sctx):
 		_ = os.RemoveAll(sk.dir)
 		fmt.Fprintf(stdout, "(%s held no segments and was removed)\n", sk.dir)
+	case sk.temp:
+		fmt.Fprintf(stdout, "%s is kept, with its segments; to restore them: go run ./demo -dir %s; to drop them: rm -r %s\n", sk.dir, sk.dir, sk.dir)
 	case ready > 0 && sk.dir != "":
 		fmt.Fprintf(stdout, "to restore them: go run ./demo -dir %s\n", sk.dir)
 	case ready > 0 && s3o.URL != "":

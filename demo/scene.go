@@ -489,7 +489,11 @@ func (r restoreTarget) Enqueue(x any) error {
 	if !ok {
 		return fmt.Errorf("demo: cannot restore %T", x)
 	}
-	return r.s.submit(t, stRestored, "")
+	err := r.s.submit(t, stRestored, "")
+	if err == nil {
+		r.s.app.c.restored.Add(1)
+	}
+	return err
 }
 
 func (r restoreTarget) Rate() float32 { return r.s.q.Rate() }

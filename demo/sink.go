@@ -11,7 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
@@ -85,7 +87,14 @@ func newS3Sink(ctx context.Context, o s3Options) (*sink, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
-	loads := []func(*config.LoadOptions) error{config.WithRegion(region)}
+	// The SDK's log lines ("falling back to IMDSv1") are not shown: its
+	// errors say what failed. An S3-compatible server is never asked for
+	// EC2 instance credentials.
+	loads := []func(*config.LoadOptions) error{config.WithRegion(region), config.WithLogger(logging.Nop{})}
+	custom := o.Endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+	if custom {
+		loads = append(loads, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
 	if o.AccessKey != "" || o.SecretKey != "" {
 		if o.AccessKey == "" || o.SecretKey == "" {
 			return nil, errors.New("-s3-access-key and -s3-secret-key go together")
@@ -95,6 +104,11 @@ func newS3Sink(ctx context.Context, o s3Options) (*sink, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, loads...)
 	if err != nil {
 		return nil, fmt.Errorf("AWS config: %w", err)
+	}
+	if custom {
+		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, errors.New("no AWS credentials for the S3 endpoint: -s3-access-key and -s3-secret-key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (for scripts/versitygw.sh: eval \"$(scripts/versitygw.sh aws)\")")
+		}
 	}
 	client := awss3.NewFromConfig(cfg, func(opts *awss3.Options) {
 		if o.Endpoint != "" {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"filippo.io/age"
@@ -220,7 +221,7 @@ func (k *Keyring) UnwrapKey(ctx context.Context, wrapped []byte) ([]byte, error)
 	}
 	k.mu.Unlock()
 	if len(k.ids) == 0 {
-		return nil, fmt.Errorf("%w: no identity given", segment.ErrNoKey)
+		return nil, &segment.NoKeyError{Detail: "no identity given"}
 	}
 	ids := make([]Identity, len(k.ids))
 	for i, id := range k.ids {
@@ -231,7 +232,7 @@ func (k *Keyring) UnwrapKey(ctx context.Context, wrapped []byte) ([]byte, error)
 	}
 	r, err := age.Decrypt(bytes.NewReader(wrapped), ids...)
 	if err != nil {
-		return nil, classify(err)
+		return nil, k.classify(err)
 	}
 	key, err := io.ReadAll(io.LimitReader(r, segment.KeySize+1))
 	if err != nil {
@@ -254,12 +255,12 @@ func (k *Keyring) UnwrapKey(ctx context.Context, wrapped []byte) ([]byte, error)
 }
 
 // classify maps an error of age.Decrypt to the errors UnwrapKey documents.
-func classify(err error) error {
+func (k *Keyring) classify(err error) error {
 	var nomatch *age.NoIdentityMatchError
 	var svc *serviceError
 	switch {
 	case errors.As(err, &nomatch):
-		return fmt.Errorf("%w: none of the identities given matches the recipients it is wrapped for (%v)", segment.ErrNoKey, nomatch.StanzaTypes)
+		return &segment.NoKeyError{Detail: fmt.Sprintf("none of the identities given matches the recipients its key is wrapped for (%s)", strings.Join(nomatch.StanzaTypes, ", ")), Tried: len(k.ids)}
 	case errors.As(err, &svc):
 		return svc.err // the key service's: not the segment's fault
 	}

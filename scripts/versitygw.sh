@@ -9,8 +9,19 @@
 #                                  the variables the tests read:
 #                                    DLQDUMP_S3_ENDPOINT DLQDUMP_S3_ACCESS_KEY
 #                                    DLQDUMP_S3_SECRET_KEY DLQDUMP_S3_BUCKET
+#   eval "$(scripts/versitygw.sh aws)"
+#                                  print the standard AWS variables for the running
+#                                  server, which the dlqdump command, the demo (-s3)
+#                                  and the AWS SDK read: AWS_ENDPOINT_URL
+#                                  AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+#                                  (they replace your own AWS settings in that shell)
 #   scripts/versitygw.sh stop      stop it and remove its directory
 #   scripts/versitygw.sh status    say whether it runs
+#
+# For trying the command on a local S3:
+#   eval "$(scripts/versitygw.sh start)"; eval "$(scripts/versitygw.sh aws)"
+#   go run ./demo -s3 "s3://$DLQDUMP_S3_BUCKET/orders/"     # or a Queue with an s3.Writer
+#   dlqdump ls "s3://$DLQDUMP_S3_BUCKET/orders/"
 #
 # The state (pid, directory, port) is kept in $DLQDUMP_VGW_STATE (default
 # ${TMPDIR:-/tmp}/dlqdump-versitygw.state). The credentials are random and
@@ -93,6 +104,14 @@ print_env() {
 	echo "export DLQDUMP_S3_BUCKET=$VGW_BUCKET"
 }
 
+print_aws() {
+	echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$VGW_PORT"
+	echo "export AWS_ACCESS_KEY_ID=$VGW_ACCESS"
+	echo "export AWS_SECRET_ACCESS_KEY=$VGW_SECRET"
+	echo "export AWS_REGION=us-east-1"
+	echo "export DLQDUMP_S3_BUCKET=$VGW_BUCKET"
+}
+
 start() {
 	if running; then
 		log "already running (pid $VGW_PID, port $VGW_PORT)"
@@ -171,6 +190,14 @@ case ${1:-} in
 install) install ;;
 start) start ;;
 stop) stop ;;
+aws)
+	if running; then
+		print_aws
+	else
+		log "not running: start it first (eval \"\$($0 start)\")"
+		exit 1
+	fi
+	;;
 status)
 	if running; then
 		log "running (pid $VGW_PID, port $VGW_PORT)"
@@ -181,7 +208,7 @@ status)
 	fi
 	;;
 *)
-	echo "usage: $0 install|start|stop|status" >&2
+	echo "usage: $0 install|start|aws|stop|status" >&2
 	exit 2
 	;;
 esac

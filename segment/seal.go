@@ -74,6 +74,31 @@ var keyMagic = [4]byte{'D', 'L', 'Q', 'K'}
 // unwrapped: no identity was given, or none of those given matches.
 var ErrNoKey = errors.New("dlqdump: no key for encrypted segment")
 
+// NoKeyError is an ErrNoKey saying which segment and why, in one message
+// that begins with ErrNoKey's: "dlqdump: no key for encrypted segment:
+// segment S: DETAIL". A key unwrapper returns it without the segment, which
+// the Reader fills in.
+type NoKeyError struct {
+	Segment string // the segment's name; "" when not known
+	Detail  string // e.g. "no identity given"
+	Tried   int    // identities tried: 0 when none was given
+}
+
+// Error describes the segment and the detail after ErrNoKey's message.
+func (e *NoKeyError) Error() string {
+	msg := ErrNoKey.Error()
+	if e.Segment != "" {
+		msg += ": segment " + e.Segment
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap returns ErrNoKey.
+func (e *NoKeyError) Unwrap() error { return ErrNoKey }
+
 // DataKey is the key of an encrypted segment: Key, KeySize random bytes,
 // seals its blocks; Wrapped, stored in the segment's header, is Key wrapped
 // for the segment's recipients (package envelope makes both). String and

@@ -30,14 +30,17 @@ func (r *Reader) readKeySection(ctx context.Context, opts *ReaderOptions) error 
 	wrapped = bytes.Clone(wrapped) // the window moves
 	r.wrapped, r.salt = wrapped, salt
 	if opts == nil || opts.Keys == nil {
-		r.keyErr = fmt.Errorf("%w: segment %s is encrypted and no identity was given to read its records", ErrNoKey, r.name)
+		r.keyErr = &NoKeyError{Segment: r.name, Detail: "it is encrypted and no identity was given to read its records"}
 		return nil
 	}
 	key, err := opts.Keys.UnwrapKey(ctx, wrapped)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNoKey):
-		return fmt.Errorf("dlqdump: segment %s: %w", r.name, err)
+		if e := (*NoKeyError)(nil); errors.As(err, &e) {
+			return &NoKeyError{Segment: r.name, Detail: e.Detail, Tried: e.Tried}
+		}
+		return fmt.Errorf("%w (segment %s)", err, r.name) // another unwrapper's error
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrFormat):
 		return r.corrupt(HeaderSize, -1, err)
 	default:

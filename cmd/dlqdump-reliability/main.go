@@ -117,7 +117,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
 		rs := s.run(&o)
 		for _, r := range rs {
-			fmt.Fprintf(os.Stderr, "   %s: %s (%s) %s\n", r.section, r.figures, verdict(r), r.note)
+			fmt.Fprintf(os.Stderr, "   %s: %s (%s: must be %s) %s\n", r.section, r.figures, verdict(r), r.bound, r.note)
 		}
 		all = append(all, rs...)
 	}

@@ -115,16 +115,25 @@ func (v *claimView) skip(seq uint64) bool {
 // records is the segment's record count, known says whether it is.
 func (v *claimView) note(area sink.Area, records uint64, known bool) string {
 	var b strings.Builder
+	// by names the owner; a side segment's record has none.
+	by := ""
+	if v.rec.Owner != "" {
+		by = " by " + v.rec.Owner
+	}
 	switch v.status() {
 	case "held":
-		fmt.Fprintf(&b, "claimed by %s", v.rec.Owner)
+		fmt.Fprintf(&b, "claimed%s", by)
 	case "quarantined":
 		if area == sink.AreaReady {
 			b.WriteString("released from quarantine; ")
 		}
-		fmt.Fprintf(&b, "quarantined by %s", v.rec.Owner)
+		fmt.Fprintf(&b, "quarantined%s", by)
 	default:
-		fmt.Fprintf(&b, "released by %s", v.rec.Owner)
+		if v.rec.State == claims.StatePending {
+			fmt.Fprintf(&b, "records set aside from %s (restorable once that is finished)", v.rec.Parent)
+			break
+		}
+		fmt.Fprintf(&b, "released%s", by)
 	}
 	if !v.rec.Written.IsZero() {
 		fmt.Fprintf(&b, " (written %s)", fmtTime(v.rec.Written))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,14 @@ func newStallProxy(t *testing.T, endpoint, name string, from int64) *stallProxy 
 	}
 	p := &stallProxy{release: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		// A client that went away (the interrupted copy) is what these
+		// tests do: not logged as "http: proxy error: context canceled".
+		if r.Context().Err() == nil {
+			log.Printf("stall proxy: %v", err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var start int64
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/"+name) {

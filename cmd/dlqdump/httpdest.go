@@ -3,31 +3,45 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/backoff"
 )
 
 // maxRetryAfter caps how long a Retry-After answer makes a record wait.
 const maxRetryAfter = time.Minute
 
+// maxConcurrency bounds --concurrency.
+const maxConcurrency = 256
+
 // httpDest POSTs each restored record to a URL: the payload as the body,
 // the headers as X-Dlq-KEY request headers. Only a 2xx answer to that POST
 // is a delivery: redirects are not followed (a client following a 301, 302
 // or 303 re-sends a GET without the body, and its 200 would count a record
-// nobody received), a 3xx answer is a refusal naming its Location. It
-// retries 408, 425, 429, 5xx and connection errors with exponential backoff
-// and full jitter, up to maxAttempts; its Enqueue returns an error only for
-// a record that is refused for good, which the Restorer then quarantines.
+// nobody received), a 3xx answer is a refusal naming its Location.
+//
+// It tells a record the endpoint refuses from an endpoint that is down. A
+// refusal (a 3xx, or a 4xx other than 408, 425 and 429) is returned at once,
+// and the Restorer quarantines the record. An outage (connection errors,
+// timeouts, 408, 425, 429 and 5xx) is retried with exponential backoff and
+// full jitter, up to maxAttempts; one still there then trips the
+// destination: that Enqueue and every later one (those in flight stop at
+// once) return an error wrapping dlqdump.ErrUnavailable, so the Restorer
+// stops the pass at the first record not delivered and leaves it, and every
+// record after it, in the dump. Enqueue is safe for concurrent use.
 type httpDest struct {
-	ctx         context.Context
+	ctx         context.Context // cancelled when the destination trips, with the outage as the cause
+	trip        context.CancelCauseFunc
 	client      *http.Client
 	url         string
 	contentType string
@@ -41,9 +55,8 @@ type httpDest struct {
 
 func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 16
-	return &httpDest{
-		ctx: ctx,
+	tr.MaxIdleConnsPerHost = max(16, f.concurrency)
+	d := &httpDest{
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // the 3xx itself is the answer
 		}},
@@ -54,6 +67,8 @@ func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
 		max:         f.retryMax,
 		timeout:     f.timeout,
 	}
+	d.ctx, d.trip = context.WithCancelCause(ctx)
+	return d
 }
 
 // Enqueue delivers one record; it implements the Restorer's destination.
@@ -63,19 +78,24 @@ func (d *httpDest) Enqueue(x any) error {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
+		if err := d.stopped(); err != nil {
+			return err
+		}
 		retry, after, err := d.post(payload, headers)
 		if err == nil {
 			d.bar.add(1)
 			return nil
 		}
-		if cerr := d.ctx.Err(); cerr != nil {
-			return cerr
+		if err := d.stopped(); err != nil {
+			return err
 		}
 		if !retry {
 			return fmt.Errorf("POST %s: %v (not retried)", d.url, err)
 		}
 		if attempt >= d.maxAttempts {
-			return fmt.Errorf("POST %s: %v (%s)", d.url, err, plural(attempt, "attempt"))
+			out := fmt.Errorf("%w: POST %s: %v (%s)", dlqdump.ErrUnavailable, d.url, err, plural(attempt, "attempt"))
+			d.trip(out)
+			return out
 		}
 		d.retries.Add(1)
 		wait := backoff.FullJitter(d.base, d.max, attempt)
@@ -83,9 +103,18 @@ func (d *httpDest) Enqueue(x any) error {
 			wait = min(after, maxRetryAfter)
 		}
 		if err := backoff.Sleep(d.ctx, wait); err != nil {
-			return err
+			return d.stopped()
 		}
 	}
+}
+
+// stopped returns why no more records are to be posted: the outage that
+// tripped the destination, or the run's own end; nil while neither.
+func (d *httpDest) stopped() error {
+	if d.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(d.ctx)
 }
 
 // post makes one attempt. retry says whether a failure is worth retrying;
@@ -105,7 +134,12 @@ func (d *httpDest) post(payload []byte, headers map[string]string) (retry bool, 
 	resp, err := d.client.Do(req)
 	if err != nil {
 		// Connection refused or reset, timeouts, TLS handshake failures:
-		// all worth another try.
+		// all worth another try. The method and URL are said by the
+		// caller.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return true, 0, err
 	}
 	defer resp.Body.Close()

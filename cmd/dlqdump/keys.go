@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/pflag"
 
 	"github.com/dlqdump/dlqdump/envelope"
@@ -34,13 +35,15 @@ const (
 const keysHelp = `Encrypted segments:
   Reading records of an encrypted segment (cat, stat --by, restore, verify of
   records, verify --salvage, rewrap) takes an identity that unwraps its data
-  key: --identity FILE (repeatable; an age identities file, as age-keygen
-  writes it, or an unencrypted SSH private key), files in DLQDUMP_IDENTITY
-  (separated by ":"), and AWS KMS keys in DLQDUMP_AWS_KMS (key IDs or ARNs
-  separated by commas, or "any"), used with the AWS environment's
-  credentials (AWS_ENDPOINT_URL_KMS overrides the endpoint). Without one,
-  ls, cp, mv and verify still work: verify checks the checksums of the
-  sealed bytes, not that they authenticate.`
+  key: --identity FILE (repeatable; an age identities file, as dlqdump
+  keygen or age-keygen writes it, or an unencrypted SSH private key), files
+  in DLQDUMP_IDENTITY (separated by ":"), and AWS KMS keys in
+  DLQDUMP_AWS_KMS (key IDs or ARNs separated by commas, or "any"), used
+  with the AWS environment's credentials (AWS_ENDPOINT_URL_KMS overrides the
+  endpoint). Without one, ls, cp, mv and verify still work: verify checks
+  the checksums of the sealed bytes, not that they authenticate.
+  dlqdump keygen -o FILE makes a key pair: the identity in FILE, the public
+  key (age1..., for Config.Encryption.Recipients) on stdout.`
 
 // keyFlags are the root's flags for identities.
 type keyFlags struct {
@@ -113,7 +116,7 @@ func (a *app) loadIdentities() ([]envelope.Identity, error) {
 
 // awsKMS returns AWS KMS with the AWS environment's configuration.
 func (a *app) awsKMS() (*awskms.KMS, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if a.s3.region != "" {
 		opts = append(opts, config.WithRegion(a.s3.region))
 	}
@@ -147,13 +150,24 @@ func (a *app) readerOptions(name string) (*segment.ReaderOptions, error) {
 	return o, nil
 }
 
-// keyHint adds to an error about a missing key how to give one.
+// keyHint adds to an error about a missing key how to give one: an
+// identity when none was given, another one when those given do not match.
 func keyHint(err error) error {
-	if errors.Is(err, segment.ErrNoKey) {
-		return fmt.Errorf("%w (give --identity FILE, $%s or $%s)", err, envIdentity, envKMS)
+	if !errors.Is(err, segment.ErrNoKey) {
+		return err
 	}
-	return err
+	var nk *segment.NoKeyError
+	if errors.As(err, &nk) && nk.Tried > 0 {
+		return fmt.Errorf("%w (%s)", err, otherKeyHint)
+	}
+	return fmt.Errorf("%w (%s)", err, giveKeyHint)
 }
+
+// The hints of keyHint.
+const (
+	giveKeyHint  = "give --identity FILE, $" + envIdentity + " or $" + envKMS
+	otherKeyHint = "give one its key is wrapped for: --identity FILE, $" + envIdentity + " or $" + envKMS
+)
 
 // parseRecipientArg parses a --recipient: an age or SSH public key, or
 // awskms:KEY for an AWS KMS key.

@@ -11,7 +11,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 	"github.com/spf13/pflag"
 
 	"github.com/dlqdump/dlqdump"
@@ -135,16 +137,30 @@ func (a *app) open(s string, mustExist bool) (*location, error) {
 }
 
 // s3Client builds an S3 client from the AWS environment and the flags.
+//
+// The SDK's own log lines (such as "falling back to IMDSv1") are not printed:
+// its errors say what failed. With an endpoint given (an S3-compatible
+// server), the EC2 instance metadata service is not asked for credentials,
+// and missing credentials are said plainly before any request.
 func (a *app) s3Client(ctx context.Context) (*awss3.Client, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if a.s3.region != "" {
 		opts = append(opts, config.WithRegion(a.s3.region))
+	}
+	custom := a.s3.endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+	if custom {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("S3 configuration: %w", err)
+	}
+	if custom {
+		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, fmt.Errorf("no AWS credentials for the S3 endpoint: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); for a server of scripts/versitygw.sh: eval \"$(scripts/versitygw.sh aws)\"")
+		}
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"

@@ -211,8 +211,8 @@ func (s *summary) note() string {
 		parts = append(parts, "error: see above")
 	case !s.read:
 		parts = append(parts, "damaged header")
-	case !s.sealed && len(s.damage) > 1:
-		parts = append(parts, fmt.Sprintf("unsealed, %s", plural(len(s.damage)-1, "damaged block")))
+	case !s.sealed && countBlockDamage(s.damage) > 0:
+		parts = append(parts, fmt.Sprintf("unsealed, %s", plural(countBlockDamage(s.damage), "damaged block")))
 	case !s.sealed:
 		parts = append(parts, "unsealed")
 	}

@@ -2,7 +2,11 @@
 // segments that github.com/dlqdump/dlqdump writes to a directory or an S3
 // prefix.
 //
-// Install it with
+// Install it from a clone of the repository with
+//
+//	go install ./cmd/dlqdump
+//
+// or, where the module is published, with
 //
 //	go install github.com/dlqdump/dlqdump/cmd/dlqdump@latest
 //
@@ -30,6 +34,9 @@
 //	mv SRC DST [SEGMENT...]        move segments between locations
 //	quarantine ls LOCATION         quarantined segments and why
 //	quarantine release LOCATION [SEGMENT...|--all]
+//	prune LOCATION --area AREA     remove expired segments of an area (--max-age 30d, ...)
+//	rewrap LOCATION --recipient R  wrap the data keys of encrypted segments for new recipients
+//	keygen [-o FILE] [--pq]        an age key pair for encrypted dumps
 //
 // Every command has --help. --quiet suppresses progress bars and
 // informational output; progress bars are drawn only when stderr is a
@@ -56,11 +63,14 @@
 // {"headers":{...},"payload":...} as for cat, the headers as delivered (the
 // "replays" header raised by one). With --to URL it POSTs each record's
 // payload with its headers as X-Dlq-KEY request headers (values that are
-// not printable ASCII RFC 2047 encoded), retrying 408, 425, 429 and 5xx
-// answers and connection errors with exponential backoff and full jitter
-// (Retry-After is honoured up to a minute), up to --max-attempts. A record
-// still refused is quarantined by the Restorer, never deleted. restore
-// accepts segments of any data version unless --version is given.
+// not printable ASCII RFC 2047 encoded), --concurrency at once. A record the
+// endpoint refuses (a 3xx or a 4xx other than 408, 425 and 429) is
+// quarantined by the Restorer, never deleted. An endpoint that is
+// unavailable (connection errors, timeouts, 408, 425, 429, 5xx; retried with
+// exponential backoff and full jitter, Retry-After honoured up to a minute,
+// up to --max-attempts) stops the restore with exit status 5 and leaves the
+// records not delivered ready. restore accepts segments of any data version
+// unless --version is given.
 //
 // # Exit status
 //
@@ -71,9 +81,12 @@
 //	     after printing everything intact)
 //	4    restore: some records were not delivered (quarantined or in
 //	     damaged blocks); they are kept in the quarantine area
+//	5    restore --to: the endpoint was unavailable (connection refused,
+//	     timeouts, 5xx, 429): the restore stopped, the records not delivered
+//	     stay ready
 //	130  interrupted (SIGINT or SIGTERM)
 //
-// When several apply, 1 wins over 3 and 4.
+// When several apply, 1 wins over 3, 4 and 5.
 package main
 
 import "os"

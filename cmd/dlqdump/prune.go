@@ -43,7 +43,7 @@ expired, so it is taken only with --dry-run.
 
 On S3 prune works by listing alone; a bucket lifecycle rule on the archive/
 prefix can do the same without this command, but removes silently.`,
-		Example: `  dlqdump prune /var/lib/app/dlq --area archive --max-age 720h --dry-run
+		Example: `  dlqdump prune /var/lib/app/dlq --area archive --max-age 30d --dry-run
   dlqdump prune s3://dead-letters/orders/ --area quarantine --max-bytes 10GiB`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
@@ -52,7 +52,7 @@ prefix can do the same without this command, but removes silently.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.area, "area", "", "area to prune: archive, quarantine or ready (required)")
-	fl.DurationVar(&f.maxAge, "max-age", 0, "remove segments whose newest record is older than this (0: no limit)")
+	durationVar(fl, &f.maxAge, "max-age", 0, "remove segments whose newest record is older than this, e.g. 30d or 720h (0: no limit)")
 	fl.IntVar(&f.maxSegments, "max-segments", 0, "keep at most this many segments, removing the oldest (0: no limit)")
 	fl.StringVar(&f.maxBytes, "max-bytes", "", "keep at most this many bytes, removing the oldest segments, e.g. 10GiB (default: no limit)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would be removed; change nothing")
@@ -61,6 +61,9 @@ prefix can do the same without this command, but removes silently.`,
 }
 
 func (a *app) prune(loc string, f *pruneFlags) error {
+	if f.area == "" {
+		return usageErrorf("--area is required: archive, quarantine or ready")
+	}
 	area, err := sink.ParseArea(f.area)
 	if err != nil {
 		return usageErrorf("--area %q: want archive, quarantine or ready", f.area)
@@ -115,9 +118,9 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 		fmt.Fprintf(a.stdout, "%s %s/%s: %d records from %s to %s, %s (%s)\n", verb, ex.Area, ex.Name, ex.Records,
 			ex.Oldest.UTC().Format(time.RFC3339), ex.Newest.UTC().Format(time.RFC3339), humanBytes(ex.Bytes), ex.Rule)
 	}
-	fmt.Fprintf(a.stdout, "%s %d segments, %d records, %s", verb, len(rep.Expired), records, humanBytes(bytes))
+	fmt.Fprintf(a.stdout, "%s %s, %s, %s", verb, plural(len(rep.Expired), "segment"), plural(records, "record"), humanBytes(bytes))
 	if rep.Claimed > 0 {
-		fmt.Fprintf(a.stdout, "; %d segments due are being restored and were left", rep.Claimed)
+		fmt.Fprintf(a.stdout, "; left %s due but being restored", plural(rep.Claimed, "segment"))
 	}
 	fmt.Fprintln(a.stdout)
 	return err

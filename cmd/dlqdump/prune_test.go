@@ -22,7 +22,7 @@ func TestPrune(t *testing.T) {
 	pOld, pYoung := writeSegment(t, dir, old), writeSegment(t, dir, young)
 	r := cli(t, 0, "prune", dir, "--area", "archive", "--max-age", "24h", "--dry-run")
 	if !strings.Contains(r.stdout, "would remove archive/"+old.name()+": 2 records") || strings.Contains(r.stdout, young.name()) ||
-		!strings.Contains(r.stdout, "would remove 1 segments, 2 records") || !strings.Contains(r.stdout, "(max_age)") {
+		!strings.Contains(r.stdout, "would remove 1 segment, 2 records") || !strings.Contains(r.stdout, "(max_age)") {
 		t.Fatalf("dry run: %s", r)
 	}
 	for _, p := range []string{pOld, pYoung} {
@@ -31,7 +31,7 @@ func TestPrune(t *testing.T) {
 		}
 	}
 	r = cli(t, 0, "prune", dir, "--area", "archive", "--max-age", "24h")
-	if !strings.Contains(r.stdout, "removed 1 segments, 2 records") {
+	if !strings.Contains(r.stdout, "removed 1 segment, 2 records") {
 		t.Fatalf("prune: %s", r)
 	}
 	if _, err := os.Stat(pOld); !os.IsNotExist(err) {

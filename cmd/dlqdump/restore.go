@@ -26,6 +26,7 @@ type restoreFlags struct {
 	to          string
 	rate        float64
 	maxAttempts int
+	concurrency int
 	retryBase   time.Duration
 	retryMax    time.Duration
 	timeout     time.Duration
@@ -57,15 +58,30 @@ With --to URL, each record is POSTed to URL, its payload as the body
 (Content-Type from --content-type) and each header as an X-Dlq-KEY request
 header (X-Dlq-Reason, X-Dlq-Source, X-Dlq-Replays, ...; characters of KEY
 other than letters, digits and "-" become "-"; values that are not printable
-ASCII are RFC 2047 encoded). A 2xx answer is a delivery. 408, 425,
-429 and 5xx answers and connection errors are retried with exponential
-backoff and full jitter (between 0 and --retry-base doubled per attempt, at
-most --retry-max; a Retry-After answer is honoured up to a minute), up to
---max-attempts in all; other answers are not retried. A record still refused
-is written to the quarantine area with the reason (see dlqdump quarantine),
-never deleted, and the exit status is 4.
+ASCII are RFC 2047 encoded). A 2xx answer is a delivery. --concurrency
+POSTs are in flight at once; the checkpoint only passes records whose
+predecessors were all delivered, so an interrupted or stopped restore
+resumes at the first record not known to be delivered: after an interrupt,
+which lets the POSTs in flight finish, the records accepted after it (at
+most --concurrency - 1) are posted again; after an outage, which cancels
+them, those in flight (at most --concurrency) may be.
 
---rate caps deliveries per second. --dry-run reads everything and prints
+Other answers are told apart. A 3xx (redirects are not followed) or a 4xx
+other than 408, 425 and 429 is the endpoint refusing that record: it is not
+retried, it is written to the quarantine area with the reason (see dlqdump
+quarantine), never deleted, and the exit status is 4. A connection error, a
+timeout (--timeout), 408, 425, 429 or 5xx is the endpoint being unavailable:
+it is retried with exponential backoff and full jitter (between 0 and
+--retry-base doubled per attempt, at most --retry-max; a Retry-After answer
+is honoured up to a minute), up to --max-attempts in all; still there, it
+stops the restore at once (the POSTs in flight are cancelled): the record,
+and every record after it, stays ready, the checkpoint names it as the next
+to deliver, nothing is quarantined, and the exit status is 5. Run the same
+command again once the endpoint is back. An endpoint that answers 5xx to one
+record only stops every restore at that record: look at it with dlqdump cat.
+
+--rate caps deliveries per second. --limit N stops after N records were
+delivered or quarantined: at most N are offered to the destination. --dry-run reads everything and prints
 what would be delivered, by reason, changing nothing. Segments of any data
 Version are restored unless --version is given; then segments of other
 versions are moved to quarantine.
@@ -92,15 +108,16 @@ restored.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (default: JSON lines on stdout)")
 	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
-	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record before it is quarantined (--to)")
-	fl.DurationVar(&f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
-	fl.DurationVar(&f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable, before the restore stops (--to)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once (--to)")
+	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
+	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
 	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads (--to)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "count what would be delivered, by reason; change nothing")
 	fl.BoolVar(&f.archive, "archive", false, "move restored segments to the archive area instead of deleting them")
 	fl.StringVar(&f.version, "version", "", "restore only segments of this data Version (e.g. 1.2 or 1.2.0.0); others go to quarantine (default: any version)")
-	fl.DurationVar(&f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
+	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
 	_ = fl.MarkHidden("lease")
 	f.ff.register(fl)
 	return cmd
@@ -116,6 +133,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		return usageErrorf("--rate %v: want 0 (no limit) or more", f.rate)
 	case f.maxAttempts < 1:
 		return usageErrorf("--max-attempts %d: want at least 1", f.maxAttempts)
+	case f.concurrency < 1 || f.concurrency > maxConcurrency:
+		return usageErrorf("--concurrency %d: want 1 to %d", f.concurrency, maxConcurrency)
 	case f.retryBase <= 0 || f.retryMax < f.retryBase:
 		return usageErrorf("--retry-base %s, --retry-max %s: want 0 < base <= max", f.retryBase, f.retryMax)
 	case f.timeout <= 0:
@@ -164,9 +183,11 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	var dest interface{ Enqueue(any) error }
 	var hd *httpDest
 	var sd *stdoutDest
+	concurrency := 1
 	if target != nil {
 		hd = newHTTPDest(runCtx, target.String(), f)
 		dest = hd
+		concurrency = f.concurrency
 	} else {
 		sd = &stdoutDest{w: a.stdout, cancel: cancelRun}
 		dest = sd
@@ -180,6 +201,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		// The destination retries what is worth retrying itself: one
 		// refusal is final.
 		MaxAttempts: 1,
+		Concurrency: concurrency,
 		AllowRate:   1,
 		RateLimit:   f.rate,
 		Archive:     f.archive,
@@ -242,6 +264,11 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		return withCode(exitError, runErr)
 	}
 	a.printReport(l, f.to, &rep, hd)
+	if errors.Is(runErr, dlqdump.ErrUnavailable) {
+		a.warnf("%v", runErr)
+		a.warnf("the restore stopped: that record and every record after it stay ready, nothing was set aside; run the same restore again when the destination is back")
+		return silentExit(exitUnavailable)
+	}
 	if runErr != nil {
 		if errors.Is(runErr, dlqdump.ErrClosed) && a.interrupted() {
 			return nil

@@ -20,7 +20,7 @@ import (
 // Restorer takes those claims over by the same rule, from its own
 // observation.
 func (a *app) restoreClaimed(l *location, r *dlqdump.Restorer, ctx context.Context, opts dlqdump.RunOptions, rep *dlqdump.Report) error {
-	if opts.Limit > 0 && rep.Delivered >= opts.Limit {
+	if opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 		return nil
 	}
 	ready, err := a.list(l, []sink.Area{sink.AreaReady}, nil)
@@ -58,7 +58,7 @@ func (a *app) restoreClaimed(l *location, r *dlqdump.Restorer, ctx context.Conte
 	more := opts
 	more.Segments = free
 	if opts.Limit > 0 {
-		more.Limit = opts.Limit - rep.Delivered
+		more.Limit = opts.Limit - rep.Delivered - rep.Quarantined
 	}
 	rep2, err := r.Run(ctx, more)
 	addReport(rep, &rep2)

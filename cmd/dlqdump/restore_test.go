@@ -223,14 +223,14 @@ func TestRestoreHTTPRetries(t *testing.T) {
 
 func TestRestoreRefused(t *testing.T) {
 	dir := makeSample(t)
-	tg := newTarget(t, func(string, int) int { return http.StatusServiceUnavailable })
+	tg := newTarget(t, func(string, int) int { return http.StatusUnprocessableEntity })
 	r := cli(t, exitUndelivered, "restore", dir, "--to", tg.URL, "--max-attempts", "2", "--retry-base", "1ms", "--retry-max", "2ms")
 	if len(tg.deliveredNow()) != 0 {
 		t.Errorf("delivered %v", tg.deliveredNow())
 	}
 	for _, p := range samplePayloads() {
-		if tg.attemptsNow()[p] != 2 {
-			t.Errorf("payload %q: %d attempts, want 2", p, tg.attemptsNow()[p])
+		if tg.attemptsNow()[p] != 1 {
+			t.Errorf("payload %q: %d attempts, want 1 (a refusal is not retried)", p, tg.attemptsNow()[p])
 		}
 	}
 	if !strings.Contains(r.stderr, "quarantined 20 records") || !strings.Contains(r.stderr, "dlqdump quarantine ls") {
@@ -244,7 +244,7 @@ func TestRestoreRefused(t *testing.T) {
 	if n := strings.Count(r.stdout, "\n"); n != 8 {
 		t.Errorf("%d quarantined failed orders, want 8; %s", n, r)
 	}
-	if !strings.Contains(r.stdout, `"quarantine":"refused by the destination: POST `+tg.URL+`: 503 Service Unavailable: try again later (2 attempts)"`) {
+	if !strings.Contains(r.stdout, `"quarantine":"refused by the destination: POST `+tg.URL+`: 422 Unprocessable Entity: try again later (not retried)"`) {
 		t.Errorf("quarantine reason: %s", r)
 	}
 	r = cli(t, 0, "quarantine", "ls", dir)

@@ -25,6 +25,7 @@ const (
 	exitUsage       = 2
 	exitDamage      = 3
 	exitUndelivered = 4
+	exitUnavailable = 5
 	exitInterrupted = 130
 )
 
@@ -36,8 +37,11 @@ const exitCodesHelp = `Exit status:
        after printing everything intact)
   4    restore: some records were not delivered (quarantined or in damaged
        blocks); they are kept in the quarantine area
+  5    restore --to: the endpoint was unavailable (connection refused,
+       timeouts, 5xx, 429): the restore stopped, the records not delivered
+       stay ready
   130  interrupted (SIGINT or SIGTERM)
-When several apply, 1 wins over 3 and 4.`
+When several apply, 1 wins over 3, 4 and 5.`
 
 const locationHelp = `Locations:
   DIR                    a dump directory (the Directory of an fs.Writer)
@@ -142,7 +146,17 @@ func (a *app) infof(format string, args ...any) {
 
 // warnf prints a warning on stderr, even with --quiet.
 func (a *app) warnf(format string, args ...any) {
-	a.printErr("dlqdump: " + fmt.Sprintf(format, args...))
+	a.printErr(named(fmt.Sprintf(format, args...)))
+}
+
+// named returns a message for stderr that begins with the program's name
+// once: the CLI's own messages get it here, while an error of the library
+// carries it already, from the sentinel it wraps first (dlqdump: ...).
+func named(msg string) string {
+	if strings.HasPrefix(msg, "dlqdump: ") {
+		return msg
+	}
+	return "dlqdump: " + msg
 }
 
 // interrupted reports whether the user asked to stop.
@@ -199,6 +213,7 @@ with informational messages.
 		newQuarantineCmd(a),
 		newPruneCmd(a),
 		newRewrapCmd(a),
+		newKeygenCmd(a),
 	)
 	return root
 }
@@ -268,10 +283,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = e.code
 	}
 	if a.interrupted() && (errors.Is(err, context.Canceled) || code == exitError) {
-		fmt.Fprintf(stderr, "dlqdump: %v\n", err)
+		fmt.Fprintln(stderr, named(err.Error()))
 		return exitInterrupted
 	}
-	fmt.Fprintf(stderr, "dlqdump: %v\n", err)
+	fmt.Fprintln(stderr, named(err.Error()))
 	if code == exitUsage {
 		name := "dlqdump"
 		if c, _, ferr := root.Find(args); ferr == nil && c != nil {

@@ -107,3 +107,15 @@ func TestS3Flags(t *testing.T) {
 	}
 	cliEnv(t, nil, exitUsage, "ls", "s3:///prefix")
 }
+
+// Issue 20: without credentials, an S3 location on a local server printed
+// the SDK's "WARN falling back to IMDSv1" and an error about EC2 instance
+// roles. With an endpoint given, the instance metadata service is not asked,
+// and the message says which variables to set.
+func TestS3WithoutCredentials(t *testing.T) {
+	r := cliEnv(t, []string{"AWS_EC2_METADATA_DISABLED=false"}, exitError, "ls", "s3://bucket/prefix/", "--s3-endpoint", "http://127.0.0.1:1")
+	if !strings.Contains(r.stderr, "no AWS credentials for the S3 endpoint: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") ||
+		strings.Contains(r.stderr, "IMDS") || strings.Contains(r.stderr, "SDK ") {
+		t.Errorf("without credentials; %s", r)
+	}
+}

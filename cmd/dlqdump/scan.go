@@ -133,6 +133,24 @@ func isCorrupt(err error) bool {
 	return errors.As(err, &ce)
 }
 
+// isBlockDamage reports whether err is the damage of a block, not of the
+// header or the footer: what ls, stat and verify count as damaged blocks.
+func isBlockDamage(err error) bool {
+	var ce *segment.CorruptError
+	return errors.As(err, &ce) && ce.Block >= 0
+}
+
+// countBlockDamage counts the damaged blocks among a segment's damage.
+func countBlockDamage(damage []error) int {
+	n := 0
+	for _, err := range damage {
+		if isBlockDamage(err) {
+			n++
+		}
+	}
+	return n
+}
+
 // blockFunc handles an intact block of a segment.
 type blockFunc func(hdr *segment.Header, b *segment.Block) error
 

@@ -85,6 +85,7 @@ type statResult struct {
 	stored         int64
 	oldest, newest int64
 	damagedBlocks  int
+	damagedOther   int // damaged headers and footers
 	damagedSegs    int
 	encrypted      int            // encrypted segments
 	recipients     map[string]int // kinds of recipient, by the segments wrapped for them
@@ -137,7 +138,11 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 			return nil
 		}, func(err error) {
 			damaged = true
-			res.damagedBlocks++
+			if isBlockDamage(err) {
+				res.damagedBlocks++
+			} else {
+				res.damagedOther++
+			}
 			a.warnf("damage: %v", err)
 		})
 		if damaged {
@@ -147,7 +152,9 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 			res.countEncryption(encryption{on: true}) // no identity given unwraps its key
 		}
 		if err != nil {
-			if a.interrupted() {
+			if a.interrupted() || errors.Is(err, segment.ErrNoKey) {
+				// Without its key no record of it can be counted: a
+				// table would only mislead.
 				return err
 			}
 			a.warnf("%v", err)
@@ -244,8 +251,8 @@ func (r *statResult) writeText(w io.Writer, by []string) error {
 	t.add("oldest", orDash(jsonTime(oldest)))
 	t.add("newest", orDash(jsonTime(newest)))
 	t.add("encrypted", r.encryptionText())
-	if r.damagedBlocks > 0 {
-		t.add("damaged", plural(r.damagedBlocks, "block")+" (see stderr)")
+	if r.damagedBlocks > 0 || r.damagedOther > 0 {
+		t.add("damaged", r.damageText()+" (see stderr)")
 	}
 	if err := t.write(w); err != nil {
 		return err
@@ -318,4 +325,20 @@ func (r *statResult) writeJSON(w io.Writer, by []string) error {
 		j.By[k] = &statValuesJSON{Values: r.by[k].values, Missing: r.by[k].missing}
 	}
 	return jsonLine(w, j)
+}
+
+// damageText says what was damaged: "2 blocks", "1 header or footer",
+// "3 blocks, 1 header or footer".
+func (r *statResult) damageText() string {
+	var parts []string
+	if r.damagedBlocks > 0 {
+		parts = append(parts, plural(r.damagedBlocks, "block"))
+	}
+	if r.damagedOther > 0 {
+		parts = append(parts, fmt.Sprintf("%d header or footer", r.damagedOther))
+		if r.damagedOther > 1 {
+			parts[len(parts)-1] = fmt.Sprintf("%d headers or footers", r.damagedOther)
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Issue 20: the demo's default scene never overflowed its queue (queue
+// 0/500, every dead letter "failed") although the README said it did. The
+// default scene now comes in waves: a burst of four times the producers
+// overflows the default queue into the dump ("leak"), then the calm comes
+// back; producers set by hand end the waves.
+func TestWavesOverflowTheDefaultScene(t *testing.T) {
+	cfg := defaultSceneConfig()
+	app, out := newTestApp(t, &cfg)
+	s := app.current()
+	changes := make(chan int, 16)
+	app.startWaves(s, waveOptions{Calm: cfg.Producers, Burst: 4 * cfg.Producers, CalmFor: 10 * time.Millisecond, BurstFor: 3 * time.Second,
+		changed: func(n int) { changes <- n }})
+	if n := <-changes; n != 4*cfg.Producers {
+		t.Fatalf("first change: %d producers, want a burst of %d", n, 4*cfg.Producers)
+	}
+	if n := <-changes; n != cfg.Producers {
+		t.Fatalf("second change: %d producers, want the calm's %d", n, cfg.Producers)
+	}
+	if n := app.c.leaked[reasonIndex(reasonLeak)].Load(); n == 0 {
+		t.Errorf("a burst of the default scene did not overflow the queue; output:\n%s", out.String())
+	}
+
+	// The dashboard's producer buttons end the waves.
+	srv := httptest.NewServer(app.Handler())
+	defer srv.Close()
+	if code, body := do(t, "POST", srv.URL+"/api/v1/producer-up", ""); code != 200 {
+		t.Fatalf("producer-up: %d %s", code, body)
+	}
+	app.mu.Lock()
+	w := app.waves
+	app.mu.Unlock()
+	if w != nil {
+		t.Fatal("the waves go on after the producers were set by hand")
+	}
+	if got := int(s.prodUp.Load()); got != cfg.Producers+1 {
+		t.Errorf("%d producers after producer-up, want %d", got, cfg.Producers+1)
+	}
+}
+
+// signalWriter is a syncBuffer that closes seen once its text matches want.
+type signalWriter struct {
+	syncBuffer
+	want *regexp.Regexp
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if w.want.MatchString(w.String()) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+// Issue 20: each run left its directory in the system's temporary
+// directory without a word. The first line says the directory is
+// temporary; at exit one that holds segments is kept and the demo says so,
+// with how to restore or remove it.
+func TestTemporaryDirectoryKeptAndSaid(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Stopped (Ctrl-C) once the status line shows a segment in the dump.
+	out := &signalWriter{want: regexp.MustCompile(`segments ready [1-9]`), seen: make(chan struct{})}
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runCtx(ctx, make(chan struct{}), []string{"-addr", "127.0.0.1:0", "-log-every", "100ms",
+			"-wave-calm", "10ms", "-wave-burst", "1m", "-shutdown-timeout", "10ms"}, out, &stderr)
+	}()
+	<-out.seen
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), stderr.String())
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "dlqdump-demo-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("temporary directories: %v", dirs)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"segments go to " + dirs[0] + ", a new temporary directory",
+		dirs[0] + " is kept, with its segments; to restore them: go run ./demo -dir " + dirs[0] + "; to drop them: rm -r " + dirs[0],
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the output lacks %q:\n%s", want, text)
+		}
+	}
+}
