@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/koykov/queue"
@@ -131,6 +134,12 @@ type Config struct {
 	// AllowRate applies; a plain Enqueue(any) error is enough otherwise.
 	// Required.
 	Queue queue.Enqueuer
+	// Destinations names other destinations a pass may deliver into
+	// (RunOptions.Destination): a restore job names one, and a runner
+	// takes only the jobs whose destination its Restorer serves. A name
+	// is 1 to 64 letters, digits, '.', '_' or '-'. Default: none but
+	// Queue, served as "".
+	Destinations map[string]queue.Enqueuer
 	// CheckInterval is how often the background restorer (Start) looks for
 	// ready segments. Default 1s.
 	CheckInterval time.Duration
@@ -333,6 +342,8 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: RetryBase/RetryMax: %s/%s: want 0 <= RetryBase <= RetryMax", ErrConfig, c.RetryBase, c.RetryMax)
 	case c.MaxAttempts < 0:
 		return nil, fmt.Errorf("%w: MaxAttempts: %d is negative", ErrConfig, c.MaxAttempts)
+	case badDestinations(c.Destinations) != "":
+		return nil, fmt.Errorf("%w: Destinations: %s", ErrConfig, badDestinations(c.Destinations))
 	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
 		return nil, fmt.Errorf("%w: Concurrency: %d is outside 0..%d", ErrConfig, c.Concurrency, maxConcurrency)
 	case c.VersionPolicy > VersionKeep:
@@ -402,6 +413,37 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	r.rater, _ = c.Queue.(interface{ Rate() float32 })
 	r.keys = c.Encryption.keyring()
 	return r, nil
+}
+
+// served names the destinations a Restorer serves, for messages.
+func (c *restorerConfig) served() string {
+	names := []string{`"" (its Queue)`}
+	for n := range c.Destinations {
+		names = append(names, strconv.Quote(n))
+	}
+	slices.Sort(names[1:])
+	return strings.Join(names, ", ")
+}
+
+// Serves reports whether a destination name is one of the Restorer's:
+// "" (its Queue) or a name of Config.Destinations.
+func (r *Restorer) Serves(destination string) bool {
+	_, ok := r.c.Destinations[destination]
+	return destination == "" || ok
+}
+
+// badDestinations says what is wrong with Config.Destinations, "" if
+// nothing.
+func badDestinations(d map[string]queue.Enqueuer) string {
+	for name, q := range d {
+		if len(name) > 64 || sink.CheckKey(name) != nil {
+			return fmt.Sprintf("name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name)
+		}
+		if q == nil {
+			return fmt.Sprintf("%q: nil destination", name)
+		}
+	}
+	return ""
 }
 
 // maxConcurrency bounds Config.Concurrency.

@@ -63,13 +63,18 @@ func readyNames(t *testing.T, dir string) []string {
 // same remainder, and it was restored: its records would be delivered twice.
 func TestStalledPassNeverPublishesAfterTakeover(t *testing.T) {
 	dir := t.TempDir()
-	items := writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 600, 2<<10, func(i int) string {
+	// Records alternate between selected and not, in 2 KiB blocks: a
+	// filtered pass leaves the others in the segment, until its progress
+	// lists as many runs as a claim record holds (claims.MaxAside, one
+	// per block); then it copies them into a ready remainder, which is
+	// what a stall must not publish twice.
+	items := writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 30_000, 2<<10, func(i int) string {
 		return []string{"failed", "leak"}[i%2]
 	})
 	failed := dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}}
 
 	// A pauses, as a stopped process would, when it creates its first
-	// segment: the remainder (after delivering every failed record).
+	// segment: the remainder.
 	in := faults.New(faults.Point{Op: faults.OpReaderCreate, K: 1, Mode: faults.Pause})
 	paused := make(chan struct{})
 	in.OnFire = func(faults.Point) { close(paused) }

@@ -16,10 +16,11 @@ import (
 
 // marshal encodes the progress, signed when the segment is encrypted.
 func (g *segRun) marshal() json.RawMessage {
+	p := g.saved()
 	if g.key != nil {
-		return g.prog.MarshalSigned(g.key, g.hdr.ID)
+		return p.MarshalSigned(g.key, g.hdr.ID)
 	}
-	return g.prog.Marshal()
+	return p.Marshal()
 }
 
 // authenticate checks the progress found in an encrypted segment's record

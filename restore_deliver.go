@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"golang.org/x/time/rate"
+
 	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
@@ -101,18 +103,23 @@ func (g *segRun) done(rec *segment.Record, o outcome) error {
 		g.delivered++
 		g.bytes += uint64(len(rec.Payload))
 	}
-	if !g.prog.Full() {
+	if g.rescan {
+		g.cursor = rec.Seq + 1
+	}
+	if !g.saved().Full() {
 		return nil
 	}
 	// One block can set aside more than a claim record holds: write them
 	// out from the middle of it.
-	info := g.blk.Info()
-	next := segment.Position{Offset: info.Offset, Seq: rec.Seq + 1}
-	if next.Seq >= info.FirstSeq+uint64(info.Count) {
-		next = g.blk.Next()
+	if !g.rescan {
+		info := g.blk.Info()
+		next := segment.Position{Offset: info.Offset, Seq: rec.Seq + 1}
+		if next.Seq >= info.FirstSeq+uint64(info.Count) {
+			next = g.blk.Next()
+		}
+		g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
 	}
-	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
-	return g.writeSides()
+	return g.writeSides(true)
 }
 
 // taken counts the records this pass delivered or quarantined, and those it
@@ -209,15 +216,17 @@ func (g *segRun) deliver(ctx context.Context, item any, retried *uint64) error {
 		if err := g.waitRoom(ctx); err != nil {
 			return err
 		}
-		if r.limiter != nil {
-			if err := r.limiter.Wait(ctx); err != nil {
-				return err
+		for _, l := range []*rate.Limiter{r.limiter, g.opts.limiter} {
+			if l != nil {
+				if err := l.Wait(ctx); err != nil {
+					return err
+				}
 			}
 		}
 		if err := g.keep.Hold(); err != nil {
 			return err
 		}
-		err := r.c.Queue.Enqueue(item)
+		err := g.opts.dest.Enqueue(item)
 		if err == nil {
 			return nil
 		}
@@ -241,11 +250,11 @@ func (g *segRun) deliver(ctx context.Context, item any, retried *uint64) error {
 
 // waitRoom waits while the destination's Rate is above AllowRate.
 func (g *segRun) waitRoom(ctx context.Context) error {
-	r := g.r
-	if r.c.rater == nil || r.c.AllowRate >= 1 {
+	r, rater := g.r, g.opts.rater
+	if rater == nil || r.c.AllowRate >= 1 {
 		return nil
 	}
-	for r.c.rater.Rate() > r.c.AllowRate {
+	for rater.Rate() > r.c.AllowRate {
 		if err := backoff.Sleep(ctx, r.c.PostponeInterval); err != nil {
 			return err
 		}

@@ -33,6 +33,14 @@ type segRun struct {
 	hdr      segment.Header
 	found    json.RawMessage // the progress as found in the record
 	prog     claims.Progress
+
+	// While the records a previous pass left are read (readRemainder):
+	// the runs of blocks not reached yet, those of the block being read,
+	// and its next record to handle.
+	rescan  bool
+	pending []claims.Aside
+	current []claims.Aside
+	cursor  uint64
 	key      []byte // an encrypted segment's data key: the progress is signed with it
 	lastSave time.Time
 	filtered bool
@@ -146,7 +154,11 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
-	g.f, err = r.c.Reader.Open(g.ctx, sink.AreaReady, g.name)
+	area := sink.AreaReady
+	if g.dry && g.opts.Area == AreaQuarantine {
+		area = AreaQuarantine // a dry run releases nothing
+	}
+	g.f, err = r.c.Reader.Open(g.ctx, area, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
 			// An earlier holder finished it: drop the stale record.
@@ -184,7 +196,7 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.quarantineWhole("progress", err.Error(), 0)
 	}
 	if g.prog.Full() {
-		if err := g.writeSides(); err != nil {
+		if err := g.writeSides(true); err != nil {
 			return err
 		}
 	}
@@ -196,12 +208,19 @@ func (g *segRun) run(found json.RawMessage) error {
 		if err := g.save(true); err != nil {
 			return err
 		}
+	} else if g.hasRemainder() {
+		if err := g.readRemainder(); err != nil {
+			return err
+		}
 	}
 	if g.untouched() {
 		return g.finish()
 	}
-	if err := g.writeSides(); err != nil {
+	if err := g.writeSides(false); err != nil {
 		return err
+	}
+	if g.hasRemainder() && g.prog.Damaged == 0 {
+		return g.leave()
 	}
 	return g.finish()
 }
@@ -350,7 +369,16 @@ func (g *segRun) block(b *segment.Block) error {
 	if g.r.stopping.Load() || !g.opts.stopAt.IsZero() && time.Now().After(g.opts.stopAt) {
 		return g.stop(next, errStop)
 	}
-	return g.save(false)
+	if err := g.save(false); err != nil {
+		return err
+	}
+	if g.opts.OnBlock != nil && !g.dry {
+		g.flushCounts()
+		if err := g.opts.OnBlock(*g.rep); err != nil {
+			return g.stop(next, &blockStop{err})
+		}
+	}
+	return nil
 }
 
 // halt ends the run of the block on an error met at record seq of it, or at
@@ -406,7 +434,11 @@ func (g *segRun) save(force bool) error {
 // stop ends the run at pos: the progress is saved (with a deadline of its
 // own when the run was cancelled) and the claim released.
 func (g *segRun) stop(pos segment.Position, cause error) error {
-	g.prog.Offset, g.prog.Seq = pos.Offset, pos.Seq
+	if g.rescan {
+		g.cursor = pos.Seq // the position stays at the end
+	} else {
+		g.prog.Offset, g.prog.Seq = pos.Offset, pos.Seq
+	}
 	if g.dry {
 		return cause
 	}

@@ -15,22 +15,15 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// writeSides copies the records set aside (the progress's Aside runs) into
-// side segments, one quarantine segment and one ready "remainder" at most,
-// and saves the progress without them. A side segment's name is derived from
-// the segment and the runs it holds, and its bytes from the segment alone,
-// so a run interrupted after publishing it finds it there on the next try
-// and does not write it twice.
-func (g *segRun) writeSides() error {
-	if len(g.prog.Aside) == 0 {
-		return nil
-	}
-	// The runs are written down before their side segments are: a run
-	// resumed after an interruption names and fills the same side
-	// segments, and finds them.
-	if err := g.save(true); err != nil {
-		return err
-	}
+// writeSides copies records set aside (the progress's Aside runs) into side
+// segments and saves the progress without them: those set aside for
+// quarantine into a quarantine segment and, with all (the progress is
+// full), those the filters left into a ready "remainder" (otherwise they
+// stay in the segment, see hasRemainder). A side segment's name is derived
+// from the segment and the runs it holds, and its bytes from the segment
+// alone, so a run interrupted after publishing it finds it there on the next
+// try and does not write it twice.
+func (g *segRun) writeSides(all bool) error {
 	var quar, rest []claims.Aside
 	for _, a := range g.prog.Aside {
 		if a.Quarantine {
@@ -39,10 +32,26 @@ func (g *segRun) writeSides() error {
 			rest = append(rest, a)
 		}
 	}
-	for _, side := range []struct {
+	if len(quar) == 0 && (!all || len(rest) == 0) {
+		return nil
+	}
+	// The runs are written down before their side segments are: a run
+	// resumed after an interruption names and fills the same side
+	// segments, and finds them.
+	if err := g.save(true); err != nil {
+		return err
+	}
+	sides := []struct {
 		area sink.Area
 		runs []claims.Aside
-	}{{sink.AreaQuarantine, quar}, {sink.AreaReady, rest}} {
+	}{{sink.AreaQuarantine, quar}}
+	if all {
+		sides = append(sides, struct {
+			area sink.Area
+			runs []claims.Aside
+		}{sink.AreaReady, rest})
+	}
+	for _, side := range sides {
 		if len(side.runs) == 0 {
 			continue
 		}
@@ -53,6 +62,9 @@ func (g *segRun) writeSides() error {
 		g.rep.SideSegments++
 	}
 	g.prog.ClearAside()
+	if !all {
+		g.prog.Aside = rest // left in the segment
+	}
 	return g.save(true)
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/koykov/queue"
 	"golang.org/x/time/rate"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -80,9 +81,59 @@ type RunOptions struct {
 	DryRun bool
 	// Segments restricts the pass to these segment names.
 	Segments []string
+	// Area is where the pass takes segments from: AreaReady, or
+	// AreaQuarantine to release quarantined segments (those Segments
+	// names, or all) into the ready area one at a time and restore them,
+	// as dlqdump quarantine release and a restore would. Default
+	// AreaReady.
+	Area Area
+	// Rate, when positive, paces this pass alone to Rate items per
+	// second, on top of Config.RateLimit. Default 0: no pace of its own.
+	Rate float64
+	// Destination names where the pass delivers: "" is Config.Queue,
+	// another name one of Config.Destinations. Default "".
+	Destination string
+	// OnBlock, when set, is called after the checkpoint of every block
+	// the pass handles, with what the pass did so far. An error stops
+	// the pass there, at a block boundary (the segment is released where
+	// it stopped), and Run returns it. A restore job records its
+	// progress, and learns that it is paused or cancelled, this way.
+	OnBlock func(Report) error
 
-	stopAt time.Time // the background window closes
+	stopAt  time.Time // the background window closes
+	dest    queue.Enqueuer
+	rater   interface{ Rate() float32 }
+	limiter *rate.Limiter // Rate's, nil without
 }
+
+// resolve fills in what a pass of o delivers into, and how fast.
+func (o *RunOptions) resolve(c *restorerConfig) error {
+	o.dest, o.rater = c.Queue, c.rater
+	if o.Destination != "" {
+		q, ok := c.Destinations[o.Destination]
+		if !ok {
+			return fmt.Errorf("%w: destination %q: this Restorer serves %s", ErrConfig, o.Destination, c.served())
+		}
+		o.dest = q
+		o.rater, _ = q.(interface{ Rate() float32 })
+	}
+	switch {
+	case o.Rate < 0:
+		return fmt.Errorf("%w: RunOptions.Rate: %v is negative", ErrConfig, o.Rate)
+	case o.Rate > 0:
+		o.limiter = rate.NewLimiter(rate.Limit(o.Rate), max(1, int(o.Rate/100)))
+	}
+	if o.Area != AreaReady && o.Area != AreaQuarantine {
+		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
+	}
+	return nil
+}
+
+// blockStop is an error OnBlock returned: it stops the whole pass.
+type blockStop struct{ err error }
+
+func (e *blockStop) Error() string { return e.err.Error() }
+func (e *blockStop) Unwrap() error { return e.err }
 
 // filtered reports whether only some records are selected; the others are
 // then written to a new ready segment (the remainder) before the original is
@@ -135,6 +186,10 @@ type Report struct {
 	QuarantinedSegments, DeletedSegments int
 	// SideSegments counts the quarantine and remainder segments written.
 	SideSegments int
+	// LeftSegments counts the segments the pass left ready with records
+	// its filters did not select (a selective pass leaves them where they
+	// are, and the segment's progress lists them).
+	LeftSegments int
 	// Claimed counts the segments left alone because another restorer
 	// holds them (or held them, until its claim is seen unchanged for its
 	// lease).
@@ -209,6 +264,9 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 	if closed {
 		return rep, ErrClosed
 	}
+	if err := opts.resolve(r.c); err != nil {
+		return rep, err
+	}
 	select {
 	case r.run <- struct{}{}:
 		defer func() { <-r.run }()
@@ -248,6 +306,13 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			r.sweep(ctx, st.orphans) // the side segments' records of segments just finished
 		}
 	}()
+	names := st.readyNames
+	if opts.Area == AreaQuarantine {
+		if names, err = r.quarantineNames(ctx, &opts); err != nil {
+			r.setErr(err)
+			return rep, err
+		}
+	}
 	var errs []error
 	var noKey []string
 	// result is the pass's error: errs, and the segments left for want of
@@ -265,12 +330,18 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 		return errors.Join(append(errs, nk)...)
 	}
-	for _, si := range st.readyNames {
+	for _, si := range names {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
 		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
+		}
+		if opts.Area == AreaQuarantine {
+			if err := r.release(ctx, si, &opts); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		r.mu.Lock()
 		sk, skipped := r.skip[si]
@@ -286,8 +357,12 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		if err != nil && r.closing.Err() != nil && ctx.Err() == nil {
 			return rep, errors.Join(append(errs, ErrClosed)...)
 		}
+		var bs *blockStop
 		switch {
 		case err == nil:
+		case errors.As(err, &bs):
+			errs = append(errs, bs.err)
+			return rep, result()
 		case errors.Is(err, errStop):
 			return rep, result()
 		case errors.Is(err, ErrUnavailable):

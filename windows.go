@@ -22,3 +22,13 @@ func windowAt(windows []Window, now time.Time) (open, closes time.Time) {
 	}
 	return open, closes
 }
+
+// NextWindow returns when the next of windows opens (now, if one is open)
+// and when that window closes. With no windows it returns now and the zero
+// time: always open.
+func NextWindow(windows []Window, now time.Time) (open, closes time.Time) {
+	if len(windows) == 0 {
+		return now, time.Time{}
+	}
+	return windowAt(windows, now)
+}

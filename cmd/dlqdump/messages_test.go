@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,7 +81,7 @@ func TestStatWithoutKey(t *testing.T) {
 		t.Errorf("stat without the key; %s", r)
 	}
 	checkOnePrefix(t, r)
-	if r := cli(t, 0, "stat", dir, "--identity", keyFile(t, a)); !strings.Contains(r.stdout, "records   10") {
+	if r := cli(t, 0, "stat", dir, "--identity", keyFile(t, a)); !regexp.MustCompile(`records +10\n`).MatchString(r.stdout) {
 		t.Errorf("stat with the key; %s", r)
 	}
 }
@@ -116,7 +117,7 @@ func TestDamageCountsAgree(t *testing.T) {
 		t.Errorf("ls; %s", r)
 	}
 	r = cli(t, exitDamage, "stat", dir)
-	if !strings.Contains(r.stdout, "damaged   1 block, 1 header or footer (see stderr)") {
+	if !regexp.MustCompile(`damaged +1 block, 1 header or footer \(see stderr\)`).MatchString(r.stdout) {
 		t.Errorf("stat; %s", r)
 	}
 }

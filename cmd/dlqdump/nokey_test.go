@@ -104,7 +104,7 @@ func TestPruneNow(t *testing.T) {
 		t.Fatalf("two days ago: %s", r)
 	}
 	r = cli(t, 0, "prune", dir, "--area", "archive", "--max-age", "24h", "--now", "1h")
-	if !strings.Contains(r.stdout, "removed 1 segments") {
+	if !strings.Contains(r.stdout, "removed 1 segment,") {
 		t.Fatalf("an hour ago: %s", r)
 	}
 	if _, err := os.Stat(pOld); !os.IsNotExist(err) {

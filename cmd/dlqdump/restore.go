@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -252,7 +253,13 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if onlyNoKey(runErr, &rep) && !f.dryRun && rep.Claimed > 0 && !a.interrupted() {
 		runErr = errors.Join(runErr, a.restoreClaimed(l, r, runCtx, opts, &rep))
 	}
-	runErr = keyHint(runErr)
+	if errors.Is(runErr, segment.ErrNoKey) && len(ids) > 0 {
+		// The library's error names the segments; which advice fits
+		// depends on whether identities were given.
+		runErr = fmt.Errorf("%w (none of the identities given unwraps its key: %s)", runErr, otherKeyHint)
+	} else {
+		runErr = keyHint(runErr)
+	}
 	bar.finish()
 	if sd != nil && sd.failed != nil {
 		return fmt.Errorf("writing to stdout failed: %v; the segment being restored keeps its undelivered records", sd.failed)

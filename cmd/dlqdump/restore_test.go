@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -300,9 +301,13 @@ func TestRestoreFiltersArchiveVersion(t *testing.T) {
 	if n := strings.Count(r.stdout, "\n"); n != sampleReady-7 || strings.Contains(r.stdout, `"reason":"leak"`) {
 		t.Errorf("left ready: %s", r)
 	}
-	// A and C are archived; B, with no leak, is left as it was.
-	if n := areaNames(t, dir, sink.AreaArchive); len(n) != 1+2 {
+	// C, all leaks, is archived; A keeps its other records, listed in its
+	// progress, and stays ready; B, with no leak, is left as it was.
+	if n := areaNames(t, dir, sink.AreaArchive); len(n) != 1+1 || !slices.Contains(n, segC.name()) {
 		t.Errorf("archive: %v", n)
+	}
+	if n := areaNames(t, dir, sink.AreaReady); !slices.Contains(n, segA.name()) || !slices.Contains(n, segB.name()) {
+		t.Errorf("ready: %v", n)
 	}
 
 	// --version: segments of other versions go to quarantine, exit 4.

@@ -40,6 +40,31 @@ type Claim struct {
 // Name returns the segment's name.
 func (cl *Claim) Name() string { return cl.name }
 
+// Control returns the request written into the record from outside, as the
+// claim's last write found it ("" for none).
+func (cl *Claim) Control() string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.rec.Control
+}
+
+// Record returns the record as the claim last wrote it.
+func (cl *Claim) Record() Record {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.rec
+}
+
+// SaveRecord writes the record with progress and the request in it set to
+// control (the holder acknowledging a request clears it).
+func (cl *Claim) SaveRecord(ctx context.Context, progress json.RawMessage, control string) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	rec := cl.rec
+	rec.Progress, rec.Control = progress, control
+	return cl.writeLocked(ctx, "save", rec)
+}
+
 // lastProgress returns the progress of the last write.
 func (cl *Claim) lastProgress() json.RawMessage {
 	cl.mu.Lock()
@@ -290,8 +315,10 @@ func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
 			return fmt.Errorf("dlqdump: %s segment %s: %w", op, cl.name, err)
 		}
 		// An earlier write of ours went through after reporting
-		// failure: go on from it.
+		// failure, or a request was written into the record from
+		// outside: go on from it, keeping the request.
 		cl.rec.Rev, cl.version = r.Rev, curVersion
+		rec.Control = r.Control
 	}
 	return fmt.Errorf("dlqdump: %s segment %s: its record keeps changing", op, cl.name)
 }

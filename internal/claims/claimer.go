@@ -175,7 +175,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		prev = rec
 	}
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
-		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing}
+		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing, Control: prev.Control}
 	start := c.now()
 	b := rec.marshal()
 	newVersion, err := c.recs.WriteRecord(ctx, name, b, version)

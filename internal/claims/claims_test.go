@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -485,5 +486,33 @@ func TestPendingSideAndSweep(t *testing.T) {
 	clk.Advance(lease)
 	if removed, err := c.Sweep(ctx, "gone.dlq"); removed == nil || err != nil {
 		t.Fatalf("sweep a lease later: %v %v", removed, err)
+	}
+}
+
+// Aside.Since cuts a run at a record, masked or not.
+func TestAsideFrom(t *testing.T) {
+	var p Progress
+	for _, seq := range []uint64{3, 5, 6, 9} {
+		p.SetAside(64, seq, false, "")
+	}
+	run := p.Aside[0]
+	for _, tc := range []struct {
+		seq  uint64
+		want []uint64
+	}{{0, []uint64{3, 5, 6, 9}}, {4, []uint64{5, 6, 9}}, {6, []uint64{6, 9}}, {7, []uint64{9}}, {10, nil}} {
+		got, ok := run.Since(tc.seq)
+		var seqs []uint64
+		for s := got.From; ok && s < got.To; s++ {
+			if got.Has(s) {
+				seqs = append(seqs, s)
+			}
+		}
+		if fmt.Sprint(seqs) != fmt.Sprint(tc.want) || ok != (tc.want != nil) || ok && (got.Offset != 64 || got.Records() != uint64(len(tc.want))) {
+			t.Errorf("Since(%d) = %+v %v: records %v, want %v", tc.seq, got, ok, seqs, tc.want)
+		}
+	}
+	plain := Aside{Offset: 8, From: 10, To: 20}
+	if got, ok := plain.Since(15); !ok || got.From != 15 || got.To != 20 || got.Records() != 5 {
+		t.Errorf("plain Since(15) = %+v %v", got, ok)
 	}
 }

@@ -37,7 +37,10 @@ type Progress struct {
 	Damaged int    `json:"damaged,omitempty"`
 	Damage  string `json:"damage,omitempty"`
 	// Done says that every record was handled: what remains is to write
-	// the side segments for Aside and to finish the segment.
+	// the side segment of the Aside runs set aside for quarantine, and to
+	// finish the segment, unless runs the filters left remain (a selective
+	// pass leaves them in the segment, which stays ready: a later pass
+	// reads those records only).
 	Done bool `json:"done,omitempty"`
 	// Successor names the segment that dlqdump rewrap copies this one into
 	// (the same blocks, the data key wrapped anew), saved before the copy
@@ -91,6 +94,34 @@ func (a Aside) Has(seq uint64) bool {
 	}
 	i := seq - a.From
 	return a.Mask[i/8]&(1<<(i%8)) != 0
+}
+
+// Since returns the part of the run from record seq on, and whether there is
+// any: a run that ends before seq has none, one that starts at or after it
+// is whole.
+func (a Aside) Since(seq uint64) (Aside, bool) {
+	switch {
+	case seq <= a.From:
+		return a, true
+	case seq >= a.To:
+		return Aside{}, false
+	case a.Mask == nil:
+		a.From = seq
+		return a, true
+	}
+	// Keep the records of [seq, To) whose bits are set, from the first.
+	out := Aside{Offset: a.Offset, Quarantine: a.Quarantine, Reason: a.Reason}
+	for s := seq; s < a.To; s++ {
+		if !a.Has(s) {
+			continue
+		}
+		if out.To == 0 {
+			out.From, out.To = s, s+1
+			continue
+		}
+		out.add(s)
+	}
+	return out, out.To != 0
 }
 
 // maxMaskRecords bounds the span of a masked run.

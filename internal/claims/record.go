@@ -75,6 +75,11 @@ type Record struct {
 	// (dlqdump mv), names the staged copy that its command moves into
 	// place once the source's claim record says so.
 	Staged string `json:"staged,omitempty"`
+	// Control is a request written into a held record by someone who is
+	// not its holder (a restore job paused or cancelled from outside):
+	// the holder's writes keep it, and the holder learns it with its next
+	// write (Claim.Control).
+	Control string `json:"control,omitempty"`
 }
 
 // Held reports whether a restorer holds the claim (until it expires).

@@ -1,0 +1,258 @@
+package jobs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// State is where a job is in its life.
+type State string
+
+// States. A job is created pending; a runner takes it when it is due and
+// runs it (running); it ends completed (every record it selects handled),
+// failed (MaxAttempts passes failed, or its record cannot be read) or
+// cancelled. A pending or running job can be paused, and a paused one
+// resumed (pending again).
+const (
+	Pending   State = "pending"
+	Running   State = "running"
+	Paused    State = "paused"
+	Completed State = "completed"
+	Failed    State = "failed"
+	Cancelled State = "cancelled"
+)
+
+// States lists every state, in the order of a job's life.
+var States = []State{Pending, Running, Paused, Completed, Failed, Cancelled}
+
+// Final reports whether a job in state s has ended for good.
+func (s State) Final() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// ParseState returns the state named s.
+func ParseState(s string) (State, error) {
+	if slices.Contains(States, State(s)) {
+		return State(s), nil
+	}
+	return "", fmt.Errorf("%w: unknown job state %q (want pending, running, paused, completed, failed or cancelled)", dlqdump.ErrConfig, s)
+}
+
+// Spec is what a job restores, where, how fast and when. Its fields mirror
+// dlqdump.RunOptions, whose pass runs it.
+type Spec struct {
+	// ID names the job: 1 to 64 letters, digits, '_' and '-'. Creating a
+	// job with an ID that exists, with the same Spec, is no error (a retry
+	// after a lost answer creates no second job). Default: a random ID.
+	ID string `json:"-"`
+	// At is when the job is due, to the second (UTC): it never starts
+	// before. A job due in the past starts at once and says how late.
+	// Default: when it is created.
+	At time.Time `json:"at,omitzero"`
+	// Windows restrict when the job runs: daily windows "HH:MM-HH:MM"
+	// (or HH:MM:SS), in TimeZone; the job starts at At or the next
+	// opening after it, stops when its window closes, and goes on at the
+	// next opening. Default: any time.
+	Windows []string `json:"windows,omitempty"`
+	// TimeZone is the IANA name of the Windows' time zone. Default UTC.
+	TimeZone string `json:"tz,omitempty"`
+	// Since and Until select the records that entered the dump in
+	// [Since, Until); zero is unbounded.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Where selects the records having all these header values.
+	Where map[string]string `json:"where,omitempty"`
+	// Segments restricts the job to these segments. Default: all.
+	Segments []string `json:"segments,omitempty"`
+	// Limit ends the job once this many records were delivered or
+	// quarantined. Default 0: no limit.
+	Limit uint64 `json:"limit,omitempty"`
+	// Rate paces the job to this many items per second, on top of the
+	// Restorer's own RateLimit (like SQS redrive's velocity). Default 0:
+	// the Restorer's pace.
+	Rate float64 `json:"rate,omitempty"`
+	// Destination names where the job delivers: "" is the runner's
+	// Restorer's Queue, another name one of its Config.Destinations. A
+	// runner takes only the jobs whose destination it serves.
+	Destination string `json:"dest,omitempty"`
+	// Area is "ready" (default) or "quarantine": a quarantine job
+	// releases the quarantined segments it selects (Segments, or all) and
+	// restores them.
+	Area string `json:"area,omitempty"`
+	// MaxAttempts is how many passes that fail (the destination down, the
+	// store unreachable) the job gets before it fails. Default 5.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+}
+
+// DefaultMaxAttempts is the default of Spec.MaxAttempts.
+const DefaultMaxAttempts = 5
+
+// Job is a job as its record holds it: its Spec, state and progress.
+type Job struct {
+	ID    string `json:"id"`
+	State State  `json:"state"`
+	// At is when the job is due (next): Spec.At, or the next opening of
+	// its Windows, or when a failed pass is tried again.
+	At       time.Time `json:"at"`
+	Created  time.Time `json:"created"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	// LateMS is how late the job started, in milliseconds after it was
+	// due (its first start).
+	LateMS int64 `json:"late_ms,omitempty"`
+	// Delivered, Quarantined and Skipped count the records the job
+	// delivered, set aside for quarantine, and left (not selected) so
+	// far; Left estimates those still to deliver.
+	Delivered   uint64 `json:"delivered"`
+	Quarantined uint64 `json:"quarantined"`
+	Skipped     uint64 `json:"skipped,omitempty"`
+	Left        uint64 `json:"left,omitempty"`
+	// Attempts counts the passes that ran it; Error is the last one's
+	// error, if it failed.
+	Attempts int    `json:"attempts,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Runner is the owner label of the runner holding it, or that last
+	// held it.
+	Runner string `json:"runner,omitempty"`
+	// Request is a pause or cancel asked of the runner holding the job,
+	// which it acts on at its next block boundary.
+	Request string `json:"request,omitempty"`
+	Spec    Spec   `json:"spec"`
+}
+
+// Late returns how late the job started.
+func (j *Job) Late() time.Duration { return time.Duration(j.LateMS) * time.Millisecond }
+
+// Requests of Job.Request.
+const (
+	requestPause  = "pause"
+	requestCancel = "cancel"
+)
+
+// validate checks a spec and fills in its defaults; the error names the
+// field.
+func (s *Spec) validate(now time.Time) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: job %s: %s", dlqdump.ErrConfig, field, fmt.Sprintf(format, args...))
+	}
+	if s.ID == "" {
+		s.ID = newID()
+	}
+	if err := checkID(s.ID); err != nil {
+		return err
+	}
+	switch {
+	case s.Rate < 0:
+		return bad("Rate", "%v items/s is negative", s.Rate)
+	case s.MaxAttempts < 0:
+		return bad("MaxAttempts", "%d is negative", s.MaxAttempts)
+	case !s.Since.IsZero() && !s.Until.IsZero() && !s.Until.After(s.Since):
+		return bad("Until", "%s is not after Since %s", s.Until.Format(time.RFC3339), s.Since.Format(time.RFC3339))
+	case s.Area != "" && s.Area != "ready" && s.Area != "quarantine":
+		return bad("Area", "%q: want ready or quarantine", s.Area)
+	case s.Destination != "" && (len(s.Destination) > 64 || sink.CheckKey(s.Destination) != nil):
+		return bad("Destination", "%q: want 1 to 64 letters, digits, '.', '_' or '-'", s.Destination)
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = DefaultMaxAttempts
+	}
+	if s.At.IsZero() {
+		s.At = now
+	}
+	s.At = s.At.UTC().Truncate(time.Second)
+	if s.Since.IsZero() != true {
+		s.Since = s.Since.UTC()
+	}
+	if !s.Until.IsZero() {
+		s.Until = s.Until.UTC()
+	}
+	for k := range s.Where {
+		if k == "" {
+			return bad("Where", "an empty header name")
+		}
+	}
+	for _, n := range s.Segments {
+		if n == "" || strings.ContainsAny(n, `/\`) {
+			return bad("Segments", "%q is not a segment name", n)
+		}
+	}
+	if _, err := s.windows(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// windows returns the spec's daily windows.
+func (s *Spec) windows() ([]dlqdump.Window, error) {
+	loc := time.UTC
+	if s.TimeZone != "" {
+		l, err := time.LoadLocation(s.TimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("%w: job TimeZone: %q: %v", dlqdump.ErrConfig, s.TimeZone, err)
+		}
+		loc = l
+	}
+	var out []dlqdump.Window
+	for _, w := range s.Windows {
+		start, end, ok := strings.Cut(w, "-")
+		if !ok {
+			return nil, fmt.Errorf("%w: job Windows: %q: want HH:MM-HH:MM", dlqdump.ErrConfig, w)
+		}
+		dw, err := dlqdump.DailyWindow(start, end, loc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: job Windows: %q: %v", dlqdump.ErrConfig, w, errors.Unwrap(err))
+		}
+		out = append(out, dw)
+	}
+	return out, nil
+}
+
+// due returns when a job of this spec is next due at or after t: t, or the
+// next opening of its windows.
+func (s *Spec) due(t time.Time) time.Time {
+	ws, err := s.windows()
+	if err != nil || len(ws) == 0 {
+		return t
+	}
+	open, _ := dlqdump.NextWindow(ws, t)
+	return open.UTC()
+}
+
+// equal reports whether two specs ask for the same job.
+func (s *Spec) equal(o *Spec) bool {
+	return s.ID == o.ID && s.At.Equal(o.At) && slices.Equal(s.Windows, o.Windows) && s.TimeZone == o.TimeZone &&
+		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) &&
+		slices.Equal(s.Segments, o.Segments) && s.Limit == o.Limit && s.Rate == o.Rate &&
+		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts
+}
+
+// runOptions returns the selection of a pass running the job.
+func (s *Spec) runOptions() dlqdump.RunOptions {
+	o := dlqdump.RunOptions{Since: s.Since, Until: s.Until, Where: dlqdump.Headers(s.Where), Segments: s.Segments,
+		Rate: s.Rate, Destination: s.Destination}
+	if s.Area == "quarantine" {
+		o.Area = dlqdump.AreaQuarantine
+	}
+	return o
+}
+
+// checkID returns an error naming the ID unless it is a job ID.
+func checkID(id string) error {
+	if len(id) > 64 || sink.CheckKey(id) != nil || strings.Contains(id, ".") {
+		return fmt.Errorf("%w: job ID %q: want 1 to 64 letters, digits, '_' or '-'", dlqdump.ErrConfig, id)
+	}
+	return nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "job-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,398 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// The jobs of a store are records of its table "jobs" (sink.Tables), beside
+// its segments, changed only by compare-and-swap:
+//
+//	d-20261127T030000Z-ID   a due marker: the job is due at that second
+//	j-ID                    the job: a claim record (package claims) whose
+//	                        progress is the Job
+//	r-OWNER                 a runner's heartbeat: what it serves, and when
+//
+// Keys sort by kind, then time: a runner lists the due markers from the
+// first on and stops at the first one due later, so a poll costs what is
+// due, not what is pending. A pending job has a marker; a job that ends,
+// or is paused, loses it.
+
+// Table is the name of the table of jobs.
+const Table = "jobs"
+
+const (
+	dueKind    = "d-"
+	jobKind    = "j-"
+	runnerKind = "r-"
+	dueLayout  = "20060102T150405Z"
+)
+
+func jobKey(id string) string { return jobKind + id }
+
+func dueKey(at time.Time, id string) string {
+	return dueKind + at.UTC().Format(dueLayout) + "-" + id
+}
+
+// parseDueKey returns the time and job of a due marker's key.
+func parseDueKey(key string) (at time.Time, id string, ok bool) {
+	rest, ok := strings.CutPrefix(key, dueKind)
+	if !ok || len(rest) < len(dueLayout)+2 || rest[len(dueLayout)] != '-' {
+		return time.Time{}, "", false
+	}
+	at, err := time.Parse(dueLayout, rest[:len(dueLayout)])
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return at, rest[len(dueLayout)+1:], true
+}
+
+// Errors of the jobs API.
+var (
+	// ErrNotFound means no job has that ID (it wraps dlqdump.ErrNotFound).
+	ErrNotFound = fmt.Errorf("%w: no such job", dlqdump.ErrNotFound)
+	// ErrExists means a job of that ID exists with another Spec.
+	ErrExists = errors.New("dlqdump: a job of that ID exists with another spec")
+	// ErrFinished means the job has ended: it cannot be paused, resumed
+	// or cancelled.
+	ErrFinished = errors.New("dlqdump: the job has ended")
+)
+
+// Store keeps the restore jobs of a dump: create, read and control them
+// from any process. It is safe for concurrent use.
+type Store struct {
+	t   sink.Records
+	now func() time.Time
+}
+
+// Open returns the jobs of the store rd, which must keep tables
+// (sink.Tables: fs.Reader and s3.Reader do).
+func Open(rd sink.Reader) (*Store, error) {
+	tb, ok := rd.(sink.Tables)
+	if !ok {
+		return nil, fmt.Errorf("%w: Reader: %T keeps no tables, where restore jobs live", dlqdump.ErrConfig, rd)
+	}
+	t, err := tb.Table(Table)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{t: t, now: time.Now}, nil
+}
+
+// entry is a job as read, with its claim record and version.
+type entry struct {
+	rec     claims.Record
+	job     Job
+	version string
+}
+
+// read returns the job of id.
+func (s *Store) read(ctx context.Context, id string) (*entry, error) {
+	data, version, err := s.t.ReadRecord(ctx, jobKey(id))
+	if errors.Is(err, sink.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{version: version}
+	if err := e.parse(data); err != nil {
+		return nil, fmt.Errorf("dlqdump: job %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// parse decodes a job record.
+func (e *entry) parse(data []byte) error {
+	rec, ok := claims.Parse(data)
+	if !ok {
+		return errors.New("its record is damaged")
+	}
+	e.rec = rec
+	if err := json.Unmarshal(rec.Progress, &e.job); err != nil {
+		return fmt.Errorf("its record holds no job: %w", err)
+	}
+	e.job.Spec.ID = e.job.ID
+	e.job.Request = rec.Control
+	e.job.Runner = firstNonEmpty(rec.Owner, e.job.Runner)
+	return nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// write stores the job of e by compare-and-swap on e's version.
+func (s *Store) write(ctx context.Context, e *entry) error {
+	p, err := json.Marshal(&e.job)
+	if err != nil {
+		return err
+	}
+	e.rec.Progress = p
+	e.rec.Rev++
+	e.rec.Written = s.now().UTC()
+	data, err := json.Marshal(&e.rec)
+	if err != nil {
+		return err
+	}
+	v, err := s.t.WriteRecord(ctx, jobKey(e.job.ID), data, e.version)
+	if err != nil {
+		return err
+	}
+	e.version = v
+	return nil
+}
+
+// Create creates a job, due at spec.At (now by default), and returns it. A
+// job of that ID with the same spec is returned as it is; one with another
+// spec is an error wrapping ErrExists. A spec with a bad field is an error
+// wrapping dlqdump.ErrConfig that names it.
+func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
+	now := s.now().UTC()
+	if err := spec.validate(now); err != nil {
+		return Job{}, err
+	}
+	job := Job{ID: spec.ID, State: Pending, At: spec.due(spec.At), Created: now, Spec: spec}
+	// The marker first: a record without one would never be run. A
+	// marker without a record (a Create that stopped here) is removed by
+	// a runner once it has seen it so for a lease.
+	if err := s.putMarker(ctx, job.At, job.ID); err != nil {
+		return Job{}, err
+	}
+	e := &entry{rec: claims.Record{V: claims.Version}, job: job}
+	err := s.write(ctx, e)
+	if errors.Is(err, sink.ErrConflict) {
+		// There already, or this very write went through unseen.
+		cur, rerr := s.read(ctx, spec.ID)
+		if rerr != nil {
+			return Job{}, rerr
+		}
+		if !cur.job.Spec.equal(&spec) {
+			return cur.job, fmt.Errorf("%w: %s", ErrExists, spec.ID)
+		}
+		return cur.job, s.ensureMarker(ctx, &cur.job)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("dlqdump: create job %s: %w", spec.ID, err)
+	}
+	// A runner may have removed the marker meanwhile, having seen no
+	// record for it: put it back.
+	return job, s.ensureMarker(ctx, &job)
+}
+
+// putMarker writes the due marker of a job, if it is not there.
+func (s *Store) putMarker(ctx context.Context, at time.Time, id string) error {
+	_, err := s.t.WriteRecord(ctx, dueKey(at, id), []byte(`{}`), "")
+	if err == nil || errors.Is(err, sink.ErrConflict) {
+		return nil
+	}
+	return fmt.Errorf("dlqdump: job %s: write its due marker: %w", id, err)
+}
+
+// ensureMarker puts back the marker of a pending job.
+func (s *Store) ensureMarker(ctx context.Context, j *Job) error {
+	if j.State != Pending && j.State != Running {
+		return nil
+	}
+	return s.putMarker(ctx, j.At, j.ID)
+}
+
+// dropMarker removes a due marker, if it is there.
+func (s *Store) dropMarker(ctx context.Context, at time.Time, id string) error {
+	key := dueKey(at, id)
+	_, version, err := s.t.ReadRecord(ctx, key)
+	if errors.Is(err, sink.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = s.t.DeleteRecord(ctx, key, version)
+	if errors.Is(err, sink.ErrNotFound) || errors.Is(err, sink.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// Get returns the job of id; an unknown ID is an error wrapping
+// ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Job, error) {
+	if err := checkID(id); err != nil {
+		return Job{}, err
+	}
+	e, err := s.read(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	return e.job, nil
+}
+
+// List returns the jobs, in the order of their IDs; with states, only
+// those in one of them. It reads every job: its cost grows with the jobs
+// kept.
+func (s *Store) List(ctx context.Context, states ...State) iter.Seq2[Job, error] {
+	return func(yield func(Job, error) bool) {
+		for key, err := range s.t.RecordNames(ctx) {
+			if err != nil {
+				yield(Job{}, err)
+				return
+			}
+			id, ok := strings.CutPrefix(key, jobKind)
+			if !ok {
+				if key > jobKind {
+					return // past the jobs
+				}
+				continue
+			}
+			e, err := s.read(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				continue // removed meanwhile
+			}
+			if err != nil {
+				if !yield(Job{ID: id}, err) {
+					return
+				}
+				continue
+			}
+			if len(states) > 0 && !containsState(states, e.job.State) {
+				continue
+			}
+			if !yield(e.job, nil) {
+				return
+			}
+		}
+	}
+}
+
+func containsState(states []State, s State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Pause pauses a job: a pending one at once, a running one at the next
+// block boundary of the runner holding it, which releases it then. Pausing
+// a paused job changes nothing; a job that ended is an error wrapping
+// ErrFinished.
+func (s *Store) Pause(ctx context.Context, id string) (Job, error) {
+	return s.control(ctx, id, requestPause)
+}
+
+// Cancel cancels a job: a pending or paused one at once, a running one at
+// the next block boundary of the runner holding it. The records it did not
+// deliver stay where they are. Cancelling a cancelled job changes nothing;
+// one that completed or failed is an error wrapping ErrFinished.
+func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
+	return s.control(ctx, id, requestCancel)
+}
+
+// Resume makes a paused job pending again, due at once (or at the next
+// opening of its windows). Resuming a job that is pending or running
+// changes nothing; one that ended is an error wrapping ErrFinished.
+func (s *Store) Resume(ctx context.Context, id string) (Job, error) {
+	return s.control(ctx, id, "resume")
+}
+
+// control applies a pause, cancel or resume by compare-and-swap, again if
+// the record changed meanwhile.
+func (s *Store) control(ctx context.Context, id, what string) (Job, error) {
+	if err := checkID(id); err != nil {
+		return Job{}, err
+	}
+	for range 10 {
+		e, err := s.read(ctx, id)
+		if err != nil {
+			return Job{}, err
+		}
+		done, err := s.apply(ctx, e, what)
+		if errors.Is(err, sink.ErrConflict) {
+			continue // changed meanwhile (its runner wrote): again
+		}
+		if err != nil || done {
+			return e.job, err
+		}
+	}
+	return Job{}, fmt.Errorf("dlqdump: job %s: its record keeps changing", id)
+}
+
+// apply applies what to the job of e; done is true when nothing was to be
+// written.
+func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, err error) {
+	j := &e.job
+	now := s.now().UTC()
+	switch {
+	case j.State == Cancelled && what == requestCancel:
+		return true, nil
+	case j.State.Final():
+		return true, fmt.Errorf("%w: job %s is %s", ErrFinished, j.ID, j.State)
+	case what == "resume":
+		if j.State != Paused {
+			return true, nil
+		}
+		j.State, j.At, j.Error = Pending, j.Spec.due(now.Truncate(time.Second)), ""
+		if err := s.putMarker(ctx, j.At, j.ID); err != nil {
+			return false, err
+		}
+		return false, s.write(ctx, e)
+	case j.State == Paused && what == requestPause:
+		return true, nil
+	case e.rec.Held() || j.State == Running:
+		// Its runner acts on it at its next block boundary; until a
+		// runner holds it again, the request waits in the record.
+		if e.rec.Control == what || e.rec.Control == requestCancel {
+			return true, nil
+		}
+		e.rec.Control = what
+		j.Request = what
+		return false, s.write(ctx, e)
+	}
+	// Pending or paused, and nobody holds it: at once.
+	if what == requestPause {
+		j.State = Paused
+	} else {
+		j.State, j.Finished = Cancelled, now
+	}
+	e.rec.Control, j.Request = "", ""
+	if err := s.write(ctx, e); err != nil {
+		return false, err
+	}
+	return false, s.dropMarker(ctx, j.At, j.ID)
+}
+
+// Wait returns the job once it has ended (completed, failed or cancelled),
+// reading it every poll (default: a second); ctx bounds the wait.
+func (s *Store) Wait(ctx context.Context, id string, poll time.Duration) (Job, error) {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			j, _ := s.Get(context.WithoutCancel(ctx), id)
+			return j, ctx.Err()
+		case <-t.C:
+		}
+		j, err := s.Get(ctx, id)
+		if err != nil || j.State.Final() {
+			return j, err
+		}
+		t.Reset(poll)
+	}
+}
