@@ -28,19 +28,19 @@ type segRun struct {
 	keep  *claims.Keeper // nil in a dry run
 	ended bool           // the claim was released or finished
 
-	f        sink.File
-	sr       *segment.Reader
-	hdr      segment.Header
-	found    json.RawMessage // the progress as found in the record
-	prog     claims.Progress
+	f     sink.File
+	sr    *segment.Reader
+	hdr   segment.Header
+	found json.RawMessage // the progress as found in the record
+	prog  claims.Progress
 
 	// While the records a previous pass left are read (readRemainder):
 	// the runs of blocks not reached yet, those of the block being read,
 	// and its next record to handle.
-	rescan  bool
-	pending []claims.Aside
-	current []claims.Aside
-	cursor  uint64
+	rescan   bool
+	pending  []claims.Aside
+	current  []claims.Aside
+	cursor   uint64
 	key      []byte // an encrypted segment's data key: the progress is signed with it
 	lastSave time.Time
 	filtered bool
