@@ -432,6 +432,17 @@ func (r *Restorer) Serves(destination string) bool {
 	return destination == "" || ok
 }
 
+// Destinations returns the names of the destinations the Restorer serves,
+// sorted: "" (its Queue) first.
+func (r *Restorer) Destinations() []string {
+	names := []string{""}
+	for n := range r.c.Destinations {
+		names = append(names, n)
+	}
+	slices.Sort(names[1:])
+	return names
+}
+
 // badDestinations says what is wrong with Config.Destinations, "" if
 // nothing.
 func badDestinations(d map[string]queue.Enqueuer) string {

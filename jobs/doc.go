@@ -1,0 +1,18 @@
+// Package jobs keeps restore jobs: one-off restores, scheduled to the
+// second, that outlive processes. A job is a small record in the store of
+// the dump it restores (a table beside the segments, sink.Tables), changed
+// only by compare-and-swap, so any process can create, list, show, pause,
+// resume or cancel one (Store), and any number of runners (Runner: a
+// library's Restorers, or `dlqdump job run`) run the due ones, each job
+// once: a runner claims a job as a restorer claims a segment, with a lease
+// another runner takes over once it stops being renewed, and records the
+// job's progress after every block, so a job whose runner died is taken
+// over from there.
+//
+// A job selects records as a dlqdump.RunOptions does (time range, header
+// values, segments, a limit) from the ready area or the quarantine, delivers
+// them into a destination by name at a velocity of its own, and runs at a
+// given second, or inside daily windows. A selective job reads the blocks
+// it selects from and rewrites nothing: the records it leaves stay in their
+// segments (see dlqdump's Report.LeftSegments).
+package jobs

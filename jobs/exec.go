@@ -1,0 +1,259 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/backoff"
+	"github.com/dlqdump/dlqdump/internal/claims"
+)
+
+// execution is one run of a job by a runner, holding its claim.
+type execution struct {
+	rn   *Runner
+	r    *dlqdump.Restorer
+	cl   *claims.Claim
+	keep *claims.Keeper
+	id   string
+	job  Job
+}
+
+// Why a job's pass stopped early, at a block boundary.
+var (
+	errPaused       = errors.New("dlqdump: the job was paused")
+	errCancelled    = errors.New("dlqdump: the job was cancelled")
+	errWindowClosed = errors.New("dlqdump: the job's window closed")
+)
+
+// endDeadline bounds the writes that end a job after its pass.
+const endDeadline = 10 * time.Second
+
+// run runs the job held by x.cl; job is what its record held (nil when the
+// record holds no job: it is failed with the reason).
+func (x *execution) run(ctx context.Context, job *Job) {
+	rn := x.rn
+	x.keep = claims.Keep(ctx, x.cl, rn.log)
+	defer x.keep.Stop()
+	if job == nil || json.Unmarshal(x.cl.Progress(), &x.job) != nil || x.job.ID != x.id {
+		x.job = Job{ID: x.id, Created: time.Now().UTC()}
+		x.end(Failed, fmt.Errorf("its record holds no job this runner can read"))
+		return
+	}
+	x.job.Spec.ID = x.id
+	switch x.cl.Control() {
+	case requestCancel:
+		x.end(Cancelled, nil)
+		return
+	case requestPause:
+		x.end(Paused, nil)
+		return
+	}
+	taken := x.job.State == Running // its runner died (or stopped) while running it
+	now := time.Now().UTC()
+	if x.job.Started.IsZero() {
+		x.job.Started = now
+		x.job.LateMS = now.Sub(x.job.At).Milliseconds()
+	}
+	x.job.State, x.job.Runner, x.job.Error = Running, rn.o.Owner, ""
+	x.job.Attempts++
+	if err := x.save(ctx); err != nil {
+		rn.log.Warn("starting a job failed", slog.String("job", x.id), slog.Any("error", err))
+		x.release()
+		return
+	}
+	what := "job started"
+	if taken {
+		what = "job taken over from a runner that stopped"
+	}
+	rn.log.Info(what, slog.String("job", x.id), slog.Duration("late", x.job.Late()), slog.Int("attempt", x.job.Attempts))
+	if rn.met != nil {
+		rn.met.JobStarted(x.job.Late(), taken)
+	}
+	x.pass(ctx)
+}
+
+// pass runs the job's pass and ends the job as it says.
+func (x *execution) pass(ctx context.Context) {
+	spec := &x.job.Spec
+	opts := spec.runOptions()
+	base := x.job
+	if spec.Limit > 0 {
+		done := base.Delivered + base.Quarantined
+		if done >= spec.Limit {
+			x.end(Completed, nil)
+			return
+		}
+		opts.Limit = spec.Limit - done
+	}
+	if x.job.Left == 0 && x.job.Delivered == 0 && x.job.Attempts == 1 {
+		dry := opts
+		dry.DryRun = true
+		if rep, err := x.r.Run(x.keep.Context(), dry); err == nil {
+			x.job.Left = rep.Delivered + rep.Quarantined
+			if spec.Limit > 0 {
+				x.job.Left = min(x.job.Left, spec.Limit)
+			}
+			base.Left = x.job.Left
+		}
+	}
+	var closes time.Time
+	if ws, err := spec.windows(); err == nil && len(ws) > 0 {
+		_, closes = dlqdump.NextWindow(ws, time.Now())
+	}
+	opts.OnBlock = func(rep dlqdump.Report) error {
+		x.count(&base, &rep)
+		if err := x.save(ctx); err != nil {
+			return err
+		}
+		switch x.cl.Control() {
+		case requestPause:
+			return errPaused
+		case requestCancel:
+			return errCancelled
+		}
+		if !closes.IsZero() && time.Now().After(closes) {
+			return errWindowClosed
+		}
+		return nil
+	}
+	rep, err := x.r.Run(x.keep.Context(), opts)
+	x.count(&base, &rep)
+	limitReached := spec.Limit > 0 && x.job.Delivered+x.job.Quarantined >= spec.Limit
+	switch {
+	case x.keep.Lost():
+		x.rn.log.Warn("lost the claim on a job; another runner has it", slog.String("job", x.id))
+	case errors.Is(err, errPaused):
+		x.end(Paused, nil)
+	case errors.Is(err, errCancelled):
+		x.end(Cancelled, nil)
+	case errors.Is(err, errWindowClosed):
+		x.reschedule(spec.due(time.Now().UTC().Truncate(time.Second).Add(time.Second)), nil)
+	case ctx.Err() != nil:
+		// The runner is closing: pending again, due at once, for any
+		// runner.
+		x.reschedule(x.job.At, nil)
+	case err != nil:
+		if x.job.Attempts >= spec.MaxAttempts {
+			x.end(Failed, err)
+			return
+		}
+		wait := backoff.FullJitter(time.Second, 5*time.Minute, x.job.Attempts)
+		x.reschedule(time.Now().UTC().Add(wait).Truncate(time.Second), err)
+	case rep.Claimed > 0 && !limitReached:
+		// Segments it selects are held by other restorers: on again
+		// once they let them go.
+		x.reschedule(time.Now().UTC().Add(x.rn.o.PollInterval).Truncate(time.Second), nil)
+	default:
+		x.job.Left = 0
+		x.end(Completed, err)
+	}
+}
+
+// count sets the job's counts to base's plus what the pass did.
+func (x *execution) count(base *Job, rep *dlqdump.Report) {
+	x.job.Delivered = base.Delivered + rep.Delivered
+	x.job.Quarantined = base.Quarantined + rep.Quarantined
+	x.job.Skipped = base.Skipped + rep.Skipped
+	if handled := rep.Delivered + rep.Quarantined; base.Left > handled {
+		x.job.Left = base.Left - handled
+	} else {
+		x.job.Left = 0
+	}
+}
+
+// save writes the job into its record, keeping any request.
+func (x *execution) save(ctx context.Context) error {
+	p, err := json.Marshal(&x.job)
+	if err != nil {
+		return err
+	}
+	return x.keep.Save(ctx, p)
+}
+
+// end gives the job its state, clears the request it acted on, removes its
+// due marker when it is no longer due, and releases it.
+func (x *execution) end(state State, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
+	defer cancel()
+	now := time.Now().UTC()
+	x.job.State, x.job.Request = state, ""
+	if cause != nil {
+		x.job.Error = cause.Error()
+	}
+	if state.Final() {
+		x.job.Finished = now
+	}
+	x.write(ctx)
+	if state.Final() || state == Paused {
+		if err := x.rn.store.dropMarker(ctx, x.job.At, x.id); err != nil {
+			x.rn.log.Debug("removing a job's due marker failed; a runner removes it later", slog.String("job", x.id), slog.Any("error", err))
+		}
+	}
+	x.log(state, cause)
+}
+
+// reschedule makes the job pending again, due at at.
+func (x *execution) reschedule(at time.Time, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
+	defer cancel()
+	old := x.job.At
+	x.job.State, x.job.At = Pending, at
+	if cause != nil {
+		x.job.Error = cause.Error()
+	}
+	// The new marker first: a job is never without one while pending.
+	if err := x.rn.store.putMarker(ctx, at, x.id); err != nil {
+		x.job.At = old
+	}
+	x.write(ctx)
+	if !x.job.At.Equal(old) {
+		_ = x.rn.store.dropMarker(ctx, old, x.id)
+	}
+	x.log(Pending, cause)
+}
+
+// write writes the job's last state with the request cleared, and
+// releases the claim.
+func (x *execution) write(ctx context.Context) {
+	x.keep.Stop()
+	p, err := json.Marshal(&x.job)
+	if err == nil {
+		err = x.cl.SaveRecord(ctx, p, "")
+	}
+	if err == nil {
+		err = x.cl.Release(ctx)
+	}
+	if err != nil && !errors.Is(err, claims.ErrLeaseLost) {
+		x.rn.log.Warn("recording a job's end failed; it is taken over after its lease", slog.String("job", x.id), slog.Any("error", err))
+	}
+}
+
+// release lets the job go as it is.
+func (x *execution) release() {
+	x.keep.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
+	defer cancel()
+	_ = x.cl.Release(ctx)
+}
+
+// log says how the job ended, and tells the metrics.
+func (x *execution) log(state State, cause error) {
+	attrs := []any{slog.String("job", x.id), slog.String("state", string(state)), slog.Uint64("delivered", x.job.Delivered),
+		slog.Uint64("quarantined", x.job.Quarantined)}
+	switch {
+	case state == Failed:
+		x.rn.log.Error("job failed", append(attrs, slog.Any("error", cause))...)
+	case cause != nil:
+		x.rn.log.Warn("job pass failed; tried again later", append(attrs, slog.Time("at", x.job.At), slog.Any("error", cause))...)
+	default:
+		x.rn.log.Info("job "+string(state), attrs...)
+	}
+	if x.rn.met != nil {
+		x.rn.met.JobEnded(string(state), x.job.Delivered)
+	}
+}

@@ -1,0 +1,115 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// RunnerInfo is what a runner says of itself in the store, every
+// RunnerOptions.Heartbeat.
+type RunnerInfo struct {
+	Owner string `json:"owner"`
+	// Destinations are those its Restorers serve ("" for their Queue).
+	Destinations []string `json:"destinations"`
+	// Seen is when it last said so, by its own clock.
+	Seen time.Time `json:"seen"`
+	// Every is its heartbeat's interval.
+	Every time.Duration `json:"every"`
+}
+
+// Serves reports whether the runner serves the destination.
+func (ri *RunnerInfo) Serves(dest string) bool {
+	for _, d := range ri.Destinations {
+		if d == dest {
+			return true
+		}
+	}
+	return false
+}
+
+// runnerKey returns the key of a runner's heartbeat: its owner label, with
+// what a key cannot hold replaced.
+func runnerKey(owner string) string {
+	b := []byte(owner)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 120 {
+		b = b[:120]
+	}
+	return runnerKind + string(b)
+}
+
+// beat writes the runner's heartbeat.
+func (s *Store) beat(ctx context.Context, owner string, dests []string, every time.Duration) error {
+	data, err := json.Marshal(&RunnerInfo{Owner: owner, Destinations: dests, Seen: s.now().UTC(), Every: every})
+	if err != nil {
+		return err
+	}
+	key := runnerKey(owner)
+	for range 3 {
+		_, version, err := s.t.ReadRecord(ctx, key)
+		if err != nil && !errors.Is(err, sink.ErrNotFound) {
+			return err
+		}
+		if _, err = s.t.WriteRecord(ctx, key, data, version); !errors.Is(err, sink.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("dlqdump: the heartbeat of runner %s keeps changing", owner)
+}
+
+// dropRunner removes a runner's heartbeat.
+func (s *Store) dropRunner(ctx context.Context, owner string) error {
+	key := runnerKey(owner)
+	_, version, err := s.t.ReadRecord(ctx, key)
+	if errors.Is(err, sink.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.t.DeleteRecord(ctx, key, version); err != nil && !errors.Is(err, sink.ErrNotFound) && !errors.Is(err, sink.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
+// Runners returns what the runners said of themselves, the last time each
+// did (a runner that stopped without Close stays listed, with an old Seen).
+func (s *Store) Runners(ctx context.Context) iter.Seq2[RunnerInfo, error] {
+	return func(yield func(RunnerInfo, error) bool) {
+		for key, err := range s.t.RecordNames(ctx) {
+			if err != nil {
+				yield(RunnerInfo{}, err)
+				return
+			}
+			if !strings.HasPrefix(key, runnerKind) {
+				if key > runnerKind {
+					return
+				}
+				continue
+			}
+			data, _, err := s.t.ReadRecord(ctx, key)
+			if errors.Is(err, sink.ErrNotFound) {
+				continue
+			}
+			var ri RunnerInfo
+			if err == nil {
+				err = json.Unmarshal(data, &ri)
+			}
+			if !yield(ri, err) {
+				return
+			}
+		}
+	}
+}
