@@ -14,20 +14,52 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-func (s *store) recordKey(name string) (string, error) {
-	if err := checkName(name); err != nil {
+// space is where a store of records keeps them: the segments' claim
+// records (Prefix + ClaimsPrefix + NAME + ClaimSuffix), or a table's
+// (Prefix + TablesPrefix + TABLE/ + KEY).
+type space struct {
+	sub    string             // after Prefix
+	suffix string             // after the name
+	check  func(string) error // the names it holds
+}
+
+var claimsSpace = space{sub: ClaimsPrefix, suffix: ClaimSuffix, check: checkName}
+
+func (sp space) key(s *store, name string) (string, error) {
+	if err := sp.check(name); err != nil {
 		return "", err
 	}
-	return s.prefix + ClaimsPrefix + name + ClaimSuffix, nil
+	return s.prefix + sp.sub + name + sp.suffix, nil
 }
 
 // ReadRecord returns the record of name and its ETag.
 func (r *Reader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	return r.readRecord(ctx, claimsSpace, name)
+}
+
+// WriteRecord stores data as the record of name if its ETag is ifVersion
+// (If-Match), or, with ifVersion "", if there is none (If-None-Match: *).
+func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	return r.writeRecord(ctx, claimsSpace, name, data, ifVersion)
+}
+
+// DeleteRecord removes the record of name, sending If-Match: ifVersion (see
+// the Reader's documentation for servers that ignore it).
+func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+	return r.deleteRecord(ctx, claimsSpace, name, ifVersion)
+}
+
+// RecordNames lists the names with a record, sorted.
+func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return r.recordNames(ctx, claimsSpace)
+}
+
+func (r *Reader) readRecord(ctx context.Context, sp space, name string) ([]byte, string, error) {
 	s, err := r.state()
 	if err != nil {
 		return nil, "", err
 	}
-	key, err := s.recordKey(name)
+	key, err := sp.key(s, name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -60,14 +92,12 @@ func (r *Reader) ReadRecord(ctx context.Context, name string) ([]byte, string, e
 	return data, etag, nil
 }
 
-// WriteRecord stores data as the record of name if its ETag is ifVersion
-// (If-Match), or, with ifVersion "", if there is none (If-None-Match: *).
-func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+func (r *Reader) writeRecord(ctx context.Context, sp space, name string, data []byte, ifVersion string) (string, error) {
 	s, err := r.state()
 	if err != nil {
 		return "", err
 	}
-	key, err := s.recordKey(name)
+	key, err := sp.key(s, name)
 	if err != nil {
 		return "", err
 	}
@@ -100,14 +130,12 @@ func (r *Reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 	return etag, err
 }
 
-// DeleteRecord removes the record of name, sending If-Match: ifVersion (see
-// the Reader's documentation for servers that ignore it).
-func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error {
+func (r *Reader) deleteRecord(ctx context.Context, sp space, name, ifVersion string) error {
 	s, err := r.state()
 	if err != nil {
 		return err
 	}
-	key, err := s.recordKey(name)
+	key, err := sp.key(s, name)
 	if err != nil {
 		return err
 	}
@@ -134,15 +162,16 @@ func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error
 	return err
 }
 
-// RecordNames lists the names with a record, sorted.
-func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+// recordNames lists the names of a space lazily, a page at a time: a
+// caller that stops early reads no further page.
+func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		s, err := r.state()
 		if err != nil {
 			yield("", err)
 			return
 		}
-		prefix := s.prefix + ClaimsPrefix
+		prefix := s.prefix + sp.sub
 		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
 			if err != nil {
 				yield("", err)
@@ -151,8 +180,8 @@ func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 			if obj == nil {
 				continue
 			}
-			name, ok := strings.CutSuffix(strings.TrimPrefix(aws.ToString(obj.Key), prefix), ClaimSuffix)
-			if !ok || checkName(name) != nil {
+			name, ok := strings.CutSuffix(strings.TrimPrefix(aws.ToString(obj.Key), prefix), sp.suffix)
+			if !ok || sp.check(name) != nil {
 				continue
 			}
 			if !yield(name, nil) {
@@ -160,4 +189,39 @@ func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 			}
 		}
 	}
+}
+
+// TablesPrefix holds the tables of records (sink.Tables): Prefix +
+// TablesPrefix + TABLE + "/" + KEY.
+const TablesPrefix = ".tables/"
+
+// Table returns a table of records (sink.Tables), kept under Prefix +
+// TablesPrefix + name + "/", changed by conditional writes as the claim
+// records are.
+func (r *Reader) Table(name string) (sink.Records, error) {
+	if err := sink.CheckTableName(name); err != nil {
+		return nil, err
+	}
+	return &table{r: r, sp: space{sub: TablesPrefix + name + "/", check: sink.CheckKey}}, nil
+}
+
+type table struct {
+	r  *Reader
+	sp space
+}
+
+func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
+	return t.r.readRecord(ctx, t.sp, key)
+}
+
+func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVersion string) (string, error) {
+	return t.r.writeRecord(ctx, t.sp, key, data, ifVersion)
+}
+
+func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
+	return t.r.deleteRecord(ctx, t.sp, key, ifVersion)
+}
+
+func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return t.r.recordNames(ctx, t.sp)
 }

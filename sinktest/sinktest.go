@@ -11,7 +11,8 @@
 // It tests the primitives of package sink, the ones the claim protocol and
 // the Restorer are built on (those are tested once, above the sinks):
 // publishing (Writer and Reader.Create), listing, reading, Move, Delete, the
-// staging area and Unstage, and the compare-and-swap records. Besides what the interfaces document, the
+// staging area and Unstage, the compare-and-swap records and the tables of
+// records (sink.Tables). Besides what the interfaces document, the
 // suite requires:
 //
 //   - File.ReadAt follows io.ReaderAt, returning io.EOF with a short read
@@ -115,6 +116,7 @@ var tests = []struct {
 	{"RecordsIndependentOfAreas", testRecordsIndependent},
 	{"RecordMaxSize", testRecordMaxSize},
 	{"RecordConcurrentCAS", testRecordConcurrentCAS},
+	{"Tables", testTables},
 }
 
 // areas are the three areas, in order.
