@@ -32,6 +32,8 @@ type Reader struct {
 	Perm os.FileMode
 	// Logger receives reports about recovered segments. Default: discard.
 	Logger *slog.Logger
+
+	syncs recordSyncs // when each record was last synced
 }
 
 var (

@@ -434,8 +434,9 @@ func leftovers(dir string) ([]string, error) {
 			return nil, err
 		}
 		for _, p := range m {
-			// A quarantined segment may keep its record.
-			if n, ok := strings.CutSuffix(filepath.Base(p), ".claim"); ok {
+			// A quarantined segment may keep its record (its files:
+			// NAME.claim and, rarely, successors NAME.claim@ID).
+			if n, _, ok := strings.Cut(filepath.Base(p), ".claim"); ok {
 				if _, err := os.Stat(filepath.Join(dir, fs.QuarantineDir, n)); err == nil {
 					continue
 				}
