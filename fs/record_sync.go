@@ -20,12 +20,14 @@ type recordSyncs struct {
 	last map[string]time.Time // by the record's first file; only the last syncEvery
 }
 
-// due reports whether a write of the record base must be synced.
-func (s *recordSyncs) due(base string) bool {
+// due reports whether a write of the record base must be synced, and
+// whether the Reader has no sync of it on record (then the records
+// directory is synced too: the record's file may be new to the disk).
+func (s *recordSyncs) due(base string) (due, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.last[base]
-	return !ok || time.Since(t) >= syncEvery
+	return !ok || time.Since(t) >= syncEvery, !ok
 }
 
 // done notes that the record base was synced now.

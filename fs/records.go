@@ -216,7 +216,7 @@ func (r *Reader) createFirst(dir, base string, data []byte) error {
 	if err := os.Remove(filepath.Join(dir, base+legacyNext)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	sync := r.syncs.due(base)
+	sync, _ := r.syncs.due(base)
 	if _, err := r.create(dir, base, base, data, false, sync); err != nil {
 		return err
 	}
@@ -277,23 +277,27 @@ func (r *Reader) changeChain(ctx context.Context, dir, base string, c chain, nam
 	if hasCur {
 		index, seq = 1-cur.index, cur.seq+1
 	}
+	made := fresh // a file linked by this write
 	if hasCur && cur.seq == math.MaxUint64 { // a sequence at its end: on in a successor
 		g, err := r.create(dir, base, last.next, nil, true, false)
 		if err != nil {
 			return "", errors.Join(errRestart, err) // nothing written
 		}
 		c = append(c, g)
-		last, index, seq = g, 0, 1
+		last, index, seq, made = g, 0, 1, true
 	}
 	if err := writeSlot(last.f, current, index, seq, data); err != nil {
 		return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
 	}
-	if data != nil && r.syncs.due(base) {
+	if due, first := r.syncs.due(base); data != nil && due {
+		// The directory too when the file may be new to the disk.
 		if err := syncRecord(last.f); err != nil {
 			return "", fmt.Errorf("dlqdump: fs: sync record of %s: %w", name, errors.Join(errUnsure, err))
 		}
-		if err := syncDir(dir); err != nil {
-			return "", fmt.Errorf("dlqdump: fs: sync record of %s: %w", name, errors.Join(errUnsure, err))
+		if first || made {
+			if err := syncDir(dir); err != nil {
+				return "", fmt.Errorf("dlqdump: fs: sync record of %s: %w", name, errors.Join(errUnsure, err))
+			}
 		}
 		r.syncs.done(base)
 	}
