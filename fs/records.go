@@ -277,8 +277,10 @@ func (r *Reader) changeChain(ctx context.Context, dir, base string, c chain, nam
 	if hasCur {
 		index, seq = 1-cur.index, cur.seq+1
 	}
-	made := fresh // a file linked by this write
-	if hasCur && cur.seq == math.MaxUint64 { // a sequence at its end: on in a successor
+	// made: a file was linked by this write. A sequence at its end goes
+	// on in a successor.
+	made := fresh
+	if hasCur && cur.seq == math.MaxUint64 {
 		g, err := r.create(dir, base, last.next, nil, true, false)
 		if err != nil {
 			return "", errors.Join(errRestart, err) // nothing written
