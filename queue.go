@@ -249,10 +249,16 @@ func (q *Queue) Enqueue(x any) error {
 	return nil
 }
 
+// backlogPoll bounds how long an Enqueue waiting for room goes without asking
+// a Writer that is only a sink.Backlogger for its backlog: it asks after 1ms,
+// then twice as long each time, up to this.
+const backlogPoll = 50 * time.Millisecond
+
 // waitRoomLocked waits until size more bytes fit under MaxPending. A record is
 // always accepted when nothing is pending, however large. It wakes when the
-// writer loop writes a block and when the Writer's backlog shrinks
-// (sink.BacklogWatcher).
+// writer loop writes a block and when the Writer's backlog shrinks: at once
+// with a sink.BacklogWatcher, by asking again with a Backlogger (every
+// backlogPoll at most, on a timer of this call's own).
 func (q *Queue) waitRoomLocked(size int64) error {
 	limit := int64(q.c.MaxPending)
 	if n, _ := q.used(); n == 0 || n+size <= limit {
@@ -264,10 +270,20 @@ func (q *Queue) waitRoomLocked(size int64) error {
 	}
 	t := time.NewTimer(q.c.EnqueueTimeout)
 	defer t.Stop()
-	for {
+	var poll *time.Timer // asks a Backlogger again
+	var polled <-chan time.Time
+	if q.watcher == nil && q.backlog != nil {
+		poll = time.NewTimer(time.Hour)
+		defer poll.Stop()
+		polled = poll.C
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, backlogPoll) {
 		n, changed := q.used()
 		if n == 0 || n+size <= limit {
 			return nil
+		}
+		if poll != nil {
+			poll.Reset(wait)
 		}
 		ch := q.space
 		q.waiting++
@@ -276,6 +292,7 @@ func (q *Queue) waitRoomLocked(size int64) error {
 		select {
 		case <-ch:
 		case <-changed:
+		case <-polled:
 		case <-t.C:
 			timedOut = true
 		}

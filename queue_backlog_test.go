@@ -226,3 +226,62 @@ func TestShutdownBoundedWhenWriterCloseHangs(t *testing.T) {
 		t.Fatalf("Shutdown counted %+v, want the 30 records of the segment the hung Writer holds in doubt", *se)
 	}
 }
+
+// backlogOnly is a third-party Writer that implements sink.Backlogger and
+// nothing else optional: it says its backlog only when asked.
+type backlogOnly struct{ w *heldWriter }
+
+func (b backlogOnly) Create(ctx context.Context, name string) (sink.SegmentWriter, error) {
+	return b.w.Create(ctx, name)
+}
+
+func (b backlogOnly) Backlog() int64 { return b.w.Backlog() }
+
+// Issue 19: an Enqueue waiting for room held by the backlog of a Writer that
+// is only a Backlogger polls the backlog while it waits, so it returns soon
+// after the backlog drained, not after EnqueueTimeout (an hour here).
+func TestEnqueuePollsBackloggerBacklog(t *testing.T) {
+	w := newHeldWriter()
+	q := newQueue(t, dlqdump.Config{Writer: backlogOnly{w}, MaxPending: 64 * dlqdump.Kilobyte, EnqueueTimeout: time.Hour,
+		FlushInterval: time.Hour, Codec: dlqdump.NoCompression})
+	defer func() {
+		w.store(-1)
+		if err := q.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := range 50 {
+		if err := q.Enqueue(fmt.Sprintf("%03d%s", i, strings.Repeat("x", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.Segments != 1 || st.Backlog < 50*1000 || st.Pending != 0 {
+		t.Fatalf("Stats = %+v, want 1 segment committed, its bytes in the backlog", st)
+	}
+	for len(w.watched) > 0 {
+		<-w.watched
+	}
+	res := make(chan error, 1)
+	go func() { res <- q.Enqueue(strings.Repeat("y", 20000)) }() // fits only once the backlog drains
+	// The Enqueue looks at the backlog twice (a first check, then the
+	// check after which it waits) and then waits.
+	<-w.watched
+	<-w.watched
+	select {
+	case err := <-res:
+		t.Fatalf("Enqueue returned %v while the backlog held the room", err)
+	default:
+	}
+	w.store(1)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Enqueue still waiting a minute after the backlog drained; EnqueueTimeout is an hour")
+	}
+}

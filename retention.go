@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
@@ -21,9 +22,13 @@ import (
 //
 // An expired segment is never removed silently: each is logged (warning) with
 // its name, records, oldest and newest record and the rule that removed it,
-// and counted by MetricsWriter.Expire. A ready segment is claimed before it
-// is removed, so one being restored is never expired under its claim. Run
-// Restorer.Prune with DryRun first to see what a limit would remove.
+// and counted by MetricsWriter.Expire, also when the removal took effect but
+// reported failure (the segment is looked for after a failed removal). A
+// ready segment is claimed before it is removed, so one being restored is
+// never expired under its claim: it is left to its restorer, still counting
+// toward MaxSegments and MaxBytes, and no newer segment is removed in its
+// place. Run Restorer.Prune with DryRun first to see what a limit would
+// remove: the dry run decides as the run does, claims included.
 type Retention struct {
 	// Ready, Quarantine and Archive are the limits of each area.
 	Ready, Quarantine, Archive Limits
@@ -37,9 +42,11 @@ type Limits struct {
 	// MaxAge expires a segment once its newest record is older than this.
 	MaxAge time.Duration
 	// MaxSegments expires the oldest segments while the area holds more.
+	// The segments due are the oldest ones beyond the limit: one of them
+	// being restored (claimed) is left alone, not replaced by a newer one.
 	MaxSegments int
 	// MaxBytes expires the oldest segments while the area's segments take
-	// more bytes.
+	// more bytes, the same way.
 	MaxBytes MemorySize
 }
 
@@ -68,8 +75,12 @@ type ExpiredSegment struct {
 	Area  string // "ready", "quarantine" or "archive"
 	Rule  string // RuleMaxAge, RuleMaxSegments or RuleMaxBytes
 	Bytes int64
-	// Records is the number of records removed: in a ready segment partly
-	// restored, those neither delivered nor copied to a side segment.
+	// Records is the number of records removed that were never restored:
+	// of a ready or quarantined segment, those its progress says were
+	// neither delivered nor copied to a side segment; of an archived one,
+	// all (they were restored, the archive kept a copy). Counted from the
+	// footer, or from the intact blocks of a segment without one; zero for
+	// a segment whose header is damaged.
 	Records uint64
 	// Oldest and Newest are the times of its first and last records.
 	Oldest, Newest time.Time
@@ -80,7 +91,9 @@ type PruneReport struct {
 	// Expired lists the segments removed, oldest first in each area.
 	Expired []ExpiredSegment
 	// Claimed counts the ready segments due to expire that a restorer
-	// holds: they are left to it.
+	// holds (or that cannot be claimed yet, such as a side segment whose
+	// source is still being restored): they are left, and no other segment
+	// goes in their place.
 	Claimed int
 }
 
@@ -136,48 +149,63 @@ func (r *Restorer) pruneArea(ctx context.Context, area sink.Area, lim Limits, op
 		default:
 			continue
 		}
+		// A segment due by the count or the size counts as gone from
+		// here on, whether it expires, is left to the restorer holding
+		// it or fails to expire: a newer segment never goes in its place,
+		// and a dry run, which claims nothing, decides the same.
+		if rule != RuleMaxAge {
+			left--
+			total -= si.Size
+		}
 		ex, expired, err := r.expire(ctx, si, rule, lim, opts)
-		if err != nil {
-			if errors.Is(err, ErrClaimed) {
-				rep.Claimed++
-				continue
-			}
+		switch {
+		case errors.Is(err, ErrClaimed):
+			rep.Claimed++
+		case err != nil:
 			errs = append(errs, fmt.Errorf("segment %s: %w", si.Name, err))
-			continue
+		case expired:
+			rep.Expired = append(rep.Expired, ex)
+			if rule == RuleMaxAge {
+				left--
+				total -= si.Size
+			}
 		}
-		if !expired {
-			continue
-		}
-		rep.Expired = append(rep.Expired, ex)
-		left--
-		total -= si.Size
 	}
 	return errors.Join(errs...)
 }
 
 // expire removes one segment due to expire by rule, after reading what it
-// holds; expired is false for a segment that turned out younger than MaxAge.
+// holds; expired is false for a segment that turned out younger than MaxAge
+// or gone. A dry run decides as the run does (Claimer.Check for Claim) and
+// removes nothing.
 func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Limits, opts PruneOptions) (ExpiredSegment, bool, error) {
 	ex := ExpiredSegment{Name: si.Name, Area: si.Area.String(), Rule: rule, Bytes: si.Size}
 	// A ready segment is claimed first: what it holds is read under the
 	// claim, so a segment another pass restored meanwhile is not counted.
+	// A quarantined one is read with its record, which keeps the progress
+	// made before it was quarantined.
 	var cl *claims.Claim
-	progress := json.RawMessage(nil)
-	if si.Area == sink.AreaReady {
-		if opts.DryRun {
-			rec, _, err := r.claimer.Inspect(ctx, si.Name)
-			if err != nil {
-				return ex, false, err
-			}
-			if rec != nil {
-				progress = rec.Progress
-			}
-		} else {
-			var err error
-			if cl, err = r.claimer.Claim(ctx, si.Name); err != nil {
-				return ex, false, err
-			}
-			progress = cl.Progress()
+	var progress json.RawMessage
+	switch {
+	case si.Area == sink.AreaReady && opts.DryRun:
+		p, _, err := r.claimer.Check(ctx, si.Name)
+		if err != nil {
+			return ex, false, err
+		}
+		progress = p
+	case si.Area == sink.AreaReady:
+		var err error
+		if cl, err = r.claimer.Claim(ctx, si.Name); err != nil {
+			return ex, false, err
+		}
+		progress = cl.Progress()
+	case si.Area == sink.AreaQuarantine:
+		rec, _, err := r.claimer.Inspect(ctx, si.Name)
+		if err != nil {
+			return ex, false, err
+		}
+		if rec != nil {
+			progress = rec.Progress
 		}
 	}
 	keep := func() { // not expired after all
@@ -203,40 +231,23 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 		keep()
 		return ex, false, err
 	}
-	if sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: si.Name}); err == nil && sr.Footer() != nil {
-		ft := sr.Footer()
-		ex.Records, ex.Oldest, ex.Newest = ft.Records, ft.MinTime, ft.MaxTime
-	}
+	err = count(f, &ex)
 	_ = f.Close()
+	if err != nil {
+		keep()
+		return ex, false, err
+	}
 	if rule == RuleMaxAge && opts.Now.Sub(ex.Newest) <= lim.MaxAge {
 		keep()
 		return ex, false, nil
 	}
-	if p, err := claims.ParseProgress(progress); err == nil {
-		// Gone with the segment: what was neither delivered nor
-		// written to a side segment (records set aside and not yet
-		// written are only here).
-		var pending uint64
-		for _, a := range p.Aside {
-			pending += a.Records()
-		}
-		kept := p.Delivered + p.Quarantined + p.Skipped - min(pending, p.Quarantined+p.Skipped)
-		ex.Records -= min(kept, ex.Records)
-	}
+	ex.Records -= min(handled(progress), ex.Records)
 	if opts.DryRun {
 		return ex, true, nil
 	}
-	if cl != nil {
-		err = cl.Finish(ctx, claims.Destination{Delete: true})
-	} else {
-		err = r.c.Reader.Delete(ctx, si.Area, si.Name)
+	if err := r.remove(ctx, cl, si); err != nil {
 		if errors.Is(err, sink.ErrNotFound) {
-			return ex, false, nil // gone meanwhile
-		}
-	}
-	if err != nil {
-		if cl != nil {
-			_ = cl.Release(context.WithoutCancel(ctx))
+			return ex, false, nil // removed by someone else meanwhile
 		}
 		return ex, false, err
 	}
@@ -244,6 +255,115 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 	r.log.Warn("expired a segment", slog.String("segment", ex.Name), slog.String("area", ex.Area), slog.String("rule", rule),
 		slog.Uint64("records", ex.Records), slog.Time("oldest", ex.Oldest), slog.Time("newest", ex.Newest), slog.Int64("bytes", ex.Bytes))
 	return ex, true, nil
+}
+
+// count reads what a segment holds into ex: from its footer or, for a
+// segment without one, from its intact blocks; nothing for a segment whose
+// header is damaged. Failing to read it (not damage) is an error: a segment
+// is never expired uncounted.
+func count(f sink.File, ex *ExpiredSegment) error {
+	opts := &segment.ReaderOptions{Name: ex.Name}
+	sr, err := segment.NewReader(f, f.Size(), opts)
+	var ce *segment.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return nil
+	case err != nil:
+		return fmt.Errorf("dlqdump: read segment %s: %w", ex.Name, err)
+	case sr.Footer() != nil:
+		ft := sr.Footer()
+		ex.Records, ex.Oldest, ex.Newest = ft.Records, ft.MinTime, ft.MaxTime
+		return nil
+	}
+	res, err := segment.Scan(f, f.Size(), opts)
+	switch {
+	case errors.As(err, &ce):
+		return nil
+	case err != nil:
+		return fmt.Errorf("dlqdump: read segment %s: %w", ex.Name, err)
+	}
+	ex.Records = res.Records
+	return nil
+}
+
+// handled returns how many records of a segment its progress says were
+// delivered or written to a side segment: those are not lost with it
+// (records set aside and not yet written are only in the segment).
+func handled(progress json.RawMessage) uint64 {
+	p, err := claims.ParseProgress(progress)
+	if err != nil {
+		return 0
+	}
+	var pending uint64
+	for _, a := range p.Aside {
+		pending += a.Records()
+	}
+	return p.Delivered + p.Quarantined + p.Skipped - min(pending, p.Quarantined+p.Skipped)
+}
+
+// remove removes a segment that expires, under its claim cl for a ready one.
+// It succeeds when the segment is gone, which a removal that failed may have
+// done all the same (its answer lost, or cut short): after a failure the
+// segment is looked for, and one found gone counts as removed, so that an
+// expiry that took effect is never left uncounted. The removal is not cut
+// short by ctx (a Restorer closing) but bounded by stopDeadline of its own.
+// ErrNotFound means someone else removed it first.
+//
+// A segment two prunes expire at once (replicas with the same Retention) is
+// counted by the one whose removal took it; if that removal's answer was
+// lost while the other's failed without effect, both count it. A ready
+// segment is counted once, by the holder of its claim.
+func (r *Restorer) remove(ctx context.Context, cl *claims.Claim, si sink.Info) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
+	defer cancel()
+	var err error
+	if cl != nil {
+		err = cl.Finish(ctx, claims.Destination{Delete: true})
+	} else if err = r.c.Reader.Delete(ctx, si.Area, si.Name); errors.Is(err, sink.ErrNotFound) {
+		return err
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		return err // taken over: the segment is the new holder's
+	}
+	gone, gerr := r.gone(ctx, si)
+	switch {
+	case gerr != nil || !gone:
+		if cl != nil {
+			_ = cl.Release(ctx)
+		}
+		return errors.Join(err, gerr)
+	case cl != nil:
+		// Gone: the rest of Finish (removing the record) is tried
+		// again; a record left is swept once the claim expires.
+		if ferr := cl.Finish(ctx, claims.Destination{Delete: true}); ferr != nil {
+			r.log.Warn("removing the record of an expired segment failed; it is swept later", slog.String("segment", si.Name), slog.Any("error", ferr))
+		}
+	}
+	return nil
+}
+
+// gone reports whether a segment is no longer in its area, looking again
+// after a failed look (up to three times).
+func (r *Restorer) gone(ctx context.Context, si sink.Info) (bool, error) {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var f sink.File
+		f, err = r.c.Reader.Open(ctx, si.Area, si.Name)
+		switch {
+		case errors.Is(err, sink.ErrNotFound):
+			return true, nil
+		case err == nil:
+			_ = f.Close()
+			return false, nil
+		}
+		if serr := backoff.Sleep(ctx, backoff.FullJitter(10*time.Millisecond, time.Second, attempt)); serr != nil {
+			break
+		}
+	}
+	return false, fmt.Errorf("dlqdump: look for expired segment %s: %w", si.Name, err)
 }
 
 // pruneLoop enforces the retention every Retention.Interval until ctx ends.

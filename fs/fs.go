@@ -9,8 +9,10 @@
 //
 // A Reader restores from the same directory. It stores what the Restorer's
 // claim protocol needs (package sink): one small record per segment name,
-// replaced whole under an flock on the records directory, so any number of
-// restorers, in any number of processes on the host, share a directory.
+// changed by compare-and-swap under an flock on the record's own file, which
+// a writer breaks when it stays held (its holder stopped), so any number of
+// restorers, in any number of processes on the host, share a directory, and
+// a stopped one blocks nothing but its own record, and that for a second.
 //
 // The directory layout:
 //
@@ -18,10 +20,12 @@
 //	DIR/.*.dlq.open               segments a Queue is writing (published by Recover if it dies)
 //	DIR/.*.dlq.part               segments a restorer or a copy is writing (removed if it dies)
 //	DIR/.claims/NAME.dlq.claim    the record of a segment: its restore claim and progress (JSON, in one of two slots)
+//	DIR/.claims/NAME.dlq.claim@ID its successors, made when a lock was broken (rare)
 //	DIR/quarantine/*.dlq          segments moved aside
 //	DIR/quarantine/*.dlq.reason   why, one text file per segment when known
 //	DIR/archive/*.dlq             restored segments, when archiving is on
 //	DIR/.staging/TOKEN-NAME.dlq   segments staged on behalf of a claim, published by moving them into an area
+//	DIR/.tables/TABLE/KEY.claim   the records of a table (sink.Tables): restore jobs
 //
 // A record is written by dlqdump's claim protocol (see the dlqdump package
 // documentation for its fields); a record that does not parse is treated as

@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "part-writer":
 		os.Exit(partWriter())
+	case "stop-in-write":
+		os.Exit(stopInWrite())
+	case "stop-in-renew":
+		os.Exit(stopInRenew())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
 		os.Exit(2)

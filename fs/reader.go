@@ -21,9 +21,10 @@ import (
 //	&fs.Reader{Directory: "/var/lib/app/dlq"}
 //
 // Several Readers, in one process or many, may share a directory: the claim
-// records that keep them apart are files in DIR/.claims, changed under an
-// advisory lock (flock) on that directory. See the package documentation for
-// the directory layout.
+// records that keep them apart are files in DIR/.claims, each changed under
+// an advisory lock (flock) of its own, which a writer breaks when it stays
+// held for a second (records.go). See the package documentation for the
+// directory layout.
 type Reader struct {
 	// Directory holds the segments. Required.
 	Directory string
@@ -32,6 +33,8 @@ type Reader struct {
 	Perm os.FileMode
 	// Logger receives reports about recovered segments. Default: discard.
 	Logger *slog.Logger
+
+	syncs recordSyncs // when each record was last synced
 }
 
 var (

@@ -13,7 +13,7 @@ import (
 )
 
 // newSegment publishes a small segment in dir and returns its name.
-func newSegment(t *testing.T, dir string) string {
+func newSegment(t testing.TB, dir string) string {
 	t.Helper()
 	now := time.Now()
 	name := segment.FileName(now, segment.NewID(now))

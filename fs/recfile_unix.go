@@ -12,7 +12,7 @@ import (
 // rawFile is an open file used through its descriptor alone. Opening and
 // closing an *os.File costs about three times more here (a stat, and trying
 // the poller), which a checkpoint per block of a restore pays for the record
-// file and for the records directory it locks.
+// file it locks.
 type rawFile struct {
 	fd   int
 	path string
@@ -42,9 +42,46 @@ func openRecordFile(path string, write bool) (recordFile, error) {
 	return asRecordFile(openRaw(path, flag))
 }
 
-// openDir opens the directory at path to lock it.
-func openDir(path string) (recordFile, error) {
-	return asRecordFile(openRaw(path, syscall.O_RDONLY|syscall.O_DIRECTORY))
+// createRecordFile makes the record file at path, which must not exist, and
+// opens it for reading and writing.
+func createRecordFile(path string, perm os.FileMode) (recordFile, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, uint32(perm.Perm()))
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "create", Path: path, Err: err}
+		}
+		return &rawFile{fd: fd, path: path}, nil
+	}
+}
+
+// present reports whether name is in dir.
+func present(dir, name string) (bool, error) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Lstat(dir+string(os.PathSeparator)+name, &st)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.ENOENT):
+			return false, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		}
+		return false, &os.PathError{Op: "lstat", Path: dir + string(os.PathSeparator) + name, Err: err}
+	}
+}
+
+// linked reports whether the file f, opened at path, still has a name (the
+// first file of a record is removed only with the record).
+func linked(f recordFile, _ string) (bool, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return false, err
+	}
+	return st.Nlink > 0, nil
 }
 
 // asRecordFile returns f as a recordFile, nil (not a nil *rawFile) on error.
@@ -89,6 +126,19 @@ func (f *rawFile) whole(name string, op func(int, []byte, int64) (int, error), b
 		n += m
 	}
 	return n, nil
+}
+
+// Sync flushes the file's data and metadata (fsync).
+func (f *rawFile) Sync() error {
+	for {
+		err := syscall.Fsync(f.fd)
+		if !errors.Is(err, syscall.EINTR) {
+			if err != nil {
+				return &os.PathError{Op: "fsync", Path: f.path, Err: err}
+			}
+			return nil
+		}
+	}
 }
 
 // Close closes the descriptor; it is not retried on EINTR, which on Linux

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,10 +147,17 @@ func TestRecordsReplacedWhole(t *testing.T) {
 	}
 }
 
-// A record is the file DIR/.claims/NAME.claim holding it in one of two
-// slots. An empty file, or a temporary one left by a crash, is no record; a
-// file holding the record itself (as an older version wrote it) is read, and
-// replaced whole by the first write.
+// Offsets of the record file format (record_slots.go), part of the format.
+const (
+	headerSize = 32
+	slot0      = 4 << 10
+	slot1      = slot0 + 68<<10
+)
+
+// A record is the file DIR/.claims/NAME.claim: a header, then the record in
+// one of two slots. An empty file, or a temporary one left by a crash, is no
+// record; a file written by an older version (the record alone, or its own
+// slots) is read, and its first write makes its successor.
 func TestRecordFiles(t *testing.T) {
 	dir := t.TempDir()
 	rd := &fs.Reader{Directory: dir}
@@ -159,11 +168,12 @@ func TestRecordFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
-	if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte("DLQR")) || !bytes.HasSuffix(b, []byte(`{"v":2}`)) {
-		t.Fatalf("record file holds %q (%v), want slot 0 holding the record", b, err)
+	if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte("DLQ2")) || len(b) < slot0 ||
+		!bytes.HasPrefix(b[slot0:], []byte("DLQR")) || !bytes.HasSuffix(b, []byte(`{"v":2}`)) {
+		t.Fatalf("record file holds %q... (%v), want a header and slot 0 holding the record", b[:min(len(b), 8)], err)
 	}
 	// A temporary file left by a crashed write.
-	if err := os.WriteFile(filepath.Join(dir, fs.ClaimsDir, "."+other+".claim.tmp"), []byte("half"), 0o640); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, fs.ClaimsDir, "."+other+".claim.1234.tmp"), []byte("half"), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	// An empty record file (as an older version could leave).
@@ -197,14 +207,31 @@ func TestRecordFiles(t *testing.T) {
 	if err != nil || string(b) != `{"old":1}` {
 		t.Fatalf("ReadRecord of a record written whole = %q, %v", b, err)
 	}
+	if _, err := rd.WriteRecord(ctx, legacy, []byte(`{"old":1,"x":1}`), "0123"); !errors.Is(err, sink.ErrConflict) {
+		t.Fatalf("WriteRecord at another version over a record written whole = %v, want ErrConflict", err)
+	}
 	if _, err := rd.WriteRecord(ctx, legacy, []byte(`{"new":2}`), lv); err != nil {
 		t.Fatal(err)
 	}
 	if b, _, err := rd.ReadRecord(ctx, legacy); err != nil || string(b) != `{"new":2}` {
 		t.Fatalf("ReadRecord after replacing a record written whole = %q, %v", b, err)
 	}
-	if left := hidden(t, filepath.Join(dir, fs.ClaimsDir)); len(left) != 0 {
-		t.Fatalf("temporary files left among the records: %q", left)
+	if b, err := os.ReadFile(lpath); err != nil || string(b) != `{"old":1}` {
+		t.Fatalf("the older version's file was written to: %q, %v", b, err)
+	}
+	if left := hidden(t, filepath.Join(dir, fs.ClaimsDir)); len(left) != 1 {
+		t.Fatalf("temporary files among the records: %q, want only the one left by a crash", left)
+	}
+	// Removing a record removes its files, the older version's too.
+	_, vl, err := rd.ReadRecord(ctx, legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.DeleteRecord(ctx, legacy, vl); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, fs.ClaimsDir, legacy+"*")); len(left) != 0 {
+		t.Fatalf("files of a removed record left: %q", left)
 	}
 }
 
@@ -228,7 +255,7 @@ func TestRecordTornWriteKeepsPrevious(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Tear slot 0 (v3): its data half written.
-	if _, err := f.WriteAt([]byte("XX"), 20); err != nil {
+	if _, err := f.WriteAt([]byte("XX"), slot0+20); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -253,9 +280,9 @@ func TestRecordTornWriteKeepsPrevious(t *testing.T) {
 	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != `{"v":4}` {
 		t.Fatalf("ReadRecord with slot 1 cut short = %q, %v", b, err)
 	}
-	// Both slots damaged: the file's bytes are the record, which the claim
-	// protocol finds damaged and takes over; a write at their version
-	// replaces the file whole.
+	// Everything damaged (zeroed by a power cut, bit rot): the file's bytes
+	// are the record, which the claim protocol finds damaged and takes over;
+	// a write at their version goes on in a successor.
 	junk := append(bytes.Repeat([]byte{0}, 70000), "DLQRjunk"...)
 	if err := os.WriteFile(path, junk, 0o640); err != nil {
 		t.Fatal(err)
@@ -272,17 +299,28 @@ func TestRecordTornWriteKeepsPrevious(t *testing.T) {
 	}
 }
 
-// Records larger than a slot are replaced whole (slot 1's place is inside
-// them), and so is every record once its sequence number reached its end; a
-// record written whole by an older version that starts with the slot magic
-// is still its bytes.
+// slotBytes returns a slot as the format lays it out.
+func slotBytes(seq uint64, data []byte) []byte {
+	b := append([]byte("DLQR"), binary.LittleEndian.AppendUint64(nil, seq)...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	crc := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), b[4:16])
+	crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), data)
+	b = binary.LittleEndian.AppendUint32(b, crc)
+	return append(b, data...)
+}
+
+// Records of every size up to sink.MaxRecordSize are written in place;
+// files of the older versions' slots are read, records larger than their
+// slot whole in slot 0; a record whose sequence number reached its end goes
+// on in a successor; an older version's record that starts with the slot
+// magic is still its bytes.
 func TestRecordSlotEdges(t *testing.T) {
 	dir := t.TempDir()
 	rd := &fs.Reader{Directory: dir}
 	ctx := t.Context()
 	name := newName()
-	path := filepath.Join(dir, fs.ClaimsDir, name+".claim")
-	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, 40<<10) }
+	claims := filepath.Join(dir, fs.ClaimsDir)
+	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, sink.MaxRecordSize) }
 	v, err := rd.WriteRecord(ctx, name, []byte("small"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -295,33 +333,56 @@ func TestRecordSlotEdges(t *testing.T) {
 			t.Fatalf("write %d: ReadRecord = %d bytes (%q...), %v", i, len(b), b[:min(len(b), 8)], err)
 		}
 	}
-	// A sequence number at its end: the next write replaces the file.
-	end := append([]byte("DLQR"), bytes.Repeat([]byte{0xff}, 8)...)
-	end = append(end, 4, 0, 0, 0)
-	crc := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), end[4:16])
-	crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), []byte("wrap"))
-	end = binary.LittleEndian.AppendUint32(end, crc)
-	end = append(end, "wrap"...)
-	if err := os.WriteFile(path, end, 0o640); err != nil {
+	if files, _ := os.ReadDir(claims); len(files) != 1 {
+		t.Fatalf("records directory holds %v, want the one file written in place", files)
+	}
+	// The older versions' slots: slot 1 at 16 KiB, a record larger than
+	// a slot whole in slot 0.
+	for _, tc := range []struct {
+		file []byte
+		want string
+	}{
+		{append(append(slotBytes(7, []byte("seven")), make([]byte, 16<<10-25)...), slotBytes(8, []byte("eight"))...), "eight"},
+		{append(append(slotBytes(9, []byte("nine")), make([]byte, 16<<10-24)...), slotBytes(8, []byte("eight"))...), "nine"},
+		{slotBytes(3, bytes.Repeat([]byte("w"), 20<<10)), strings.Repeat("w", 20<<10)},
+		// An older version's record that happens to start with the magic.
+		{[]byte("DLQR is how this record starts"), "DLQR is how this record starts"},
+	} {
+		n := newName()
+		if err := os.WriteFile(filepath.Join(claims, n+".claim"), tc.file, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		b, lv, err := rd.ReadRecord(ctx, n)
+		if err != nil || string(b) != tc.want {
+			t.Fatalf("ReadRecord of an older version's file = %.20q, %v; want %.20q", b, err, tc.want)
+		}
+		if _, err := rd.WriteRecord(ctx, n, []byte("converted"), lv); err != nil {
+			t.Fatal(err)
+		}
+		if b, _, err := rd.ReadRecord(ctx, n); err != nil || string(b) != "converted" {
+			t.Fatalf("ReadRecord after writing over an older version's file = %q, %v", b, err)
+		}
+	}
+	// A sequence number at its end: the next write goes on in a successor.
+	n := newName()
+	header := append([]byte("DLQ2\x00\x00\x00\x00"), bytes.Repeat([]byte{0x5a}, 16)...)
+	header = binary.LittleEndian.AppendUint32(header, crc32.Checksum(header, crc32.MakeTable(crc32.Castagnoli)))
+	file := append(append(header, make([]byte, slot0-len(header))...), slotBytes(math.MaxUint64, []byte("wrap"))...)
+	if err := os.WriteFile(filepath.Join(claims, n+".claim"), file, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	b, vw, err := rd.ReadRecord(ctx, name)
+	b, vw, err := rd.ReadRecord(ctx, n)
 	if err != nil || string(b) != "wrap" {
 		t.Fatalf("ReadRecord of a slot at the last sequence number = %q, %v", b, err)
 	}
-	if _, err := rd.WriteRecord(ctx, name, []byte("after"), vw); err != nil {
+	if _, err := rd.WriteRecord(ctx, n, []byte("after"), vw); err != nil {
 		t.Fatal(err)
 	}
-	if b, _, err := rd.ReadRecord(ctx, name); err != nil || string(b) != "after" {
+	if b, _, err := rd.ReadRecord(ctx, n); err != nil || string(b) != "after" {
 		t.Fatalf("ReadRecord after the last sequence number = %q, %v", b, err)
 	}
-	// An older version's record that happens to start with the magic.
-	legacy := []byte("DLQR is how this record starts")
-	if err := os.WriteFile(path, legacy, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if b, _, err := rd.ReadRecord(ctx, name); err != nil || !bytes.Equal(b, legacy) {
-		t.Fatalf("ReadRecord of an old record starting with the magic = %q, %v", b, err)
+	if _, err := os.Stat(filepath.Join(claims, n+".claim@"+strings.Repeat("5a", 16))); err != nil {
+		t.Fatalf("no successor: %v", err)
 	}
 }
 

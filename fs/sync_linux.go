@@ -14,3 +14,14 @@ func datasync(f *os.File) error {
 		}
 	}
 }
+
+// syncRecordFile flushes a record file's data and the metadata needed to read
+// it back.
+func syncRecordFile(f recordFile) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

@@ -90,7 +90,9 @@ type Closer interface {
 
 // Backlogger is implemented by Writers that hold committed segments before
 // they reach their destination (e.g. an S3 Writer's spool while S3 is
-// unreachable). The Queue counts the backlog in Rate and backpressure.
+// unreachable). The Queue counts the backlog in Rate and backpressure; an
+// Enqueue waiting for room asks for it again every 50ms at most (a
+// BacklogWatcher wakes it at once instead).
 type Backlogger interface {
 	// Backlog returns the bytes committed but not yet stored.
 	Backlog() int64

@@ -30,8 +30,10 @@ Config.Retention does: segments whose newest record is older than --max-age,
 then the oldest segments while the area holds more than --max-segments or
 more than --max-bytes, are removed. Every removed segment is printed with its
 records, oldest and newest record and the rule that removed it; run with
---dry-run first to see what would go. A ready segment is claimed before it is
-removed, so one being restored is left alone (and counted). Expiring ready
+--dry-run first to see what would go: the dry run decides as the run does. A
+ready segment is claimed before it is removed, so one being restored is left
+alone (and counted), and no newer segment is removed in its place. A segment
+whose removal failed but took effect is still counted. Expiring ready
 segments drops dead letters that were never restored: the archive and the
 quarantine are the usual areas to prune.
 

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -42,5 +45,41 @@ func TestPrune(t *testing.T) {
 	}
 	if r := cli(t, -1, "prune", dir, "--area", "archive"); r.code != exitUsage {
 		t.Fatalf("without a limit: %s", r)
+	}
+}
+
+// Issue 19, defect 4: ready segments A, B and C, A held by a live restorer,
+// --max-segments 1: the dry run and the run both remove B alone (A is due
+// and left to its holder; C, the newest, is never removed in its place).
+// Before, the dry run said A and B and the run removed B and C.
+func TestPruneClaimedOldest(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	var specs []segSpec
+	for i := range 3 {
+		s := segSpec{area: sink.AreaReady, created: now.Add(time.Duration(i-3) * time.Hour), id: byte(i + 1), codec: segment.CodecZstd,
+			records: []rec{{now.Add(time.Duration(i-3) * time.Hour), nil, []byte("x")}}}
+		writeSegment(t, dir, s)
+		specs = append(specs, s)
+	}
+	cl := claimAs(t, &fs.Reader{Directory: dir}, specs[0].name(), "live", time.Hour)
+	defer cl.Release(context.Background())
+	for _, dry := range []bool{true, false} {
+		args := []string{"prune", dir, "--area", "ready", "--max-segments", "1"}
+		verb := "removed"
+		if dry {
+			args, verb = append(args, "--dry-run"), "would remove"
+		}
+		r := cli(t, 0, args...)
+		if !strings.Contains(r.stdout, verb+" ready/"+specs[1].name()) || strings.Contains(r.stdout, specs[0].name()) || strings.Contains(r.stdout, specs[2].name()) ||
+			!strings.Contains(r.stdout, verb+" 1 segments, 1 records") || !strings.Contains(r.stdout, "1 segments due are being restored") {
+			t.Fatalf("dry run %v: %s", dry, r)
+		}
+	}
+	for i, s := range specs {
+		_, err := os.Stat(segPath(dir, s.area, s.name()))
+		if gone := errors.Is(err, os.ErrNotExist); gone != (i == 1) {
+			t.Errorf("segment %d: removed %v (%v)", i, gone, err)
+		}
 	}
 }

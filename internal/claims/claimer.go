@@ -17,6 +17,7 @@ package claims
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,14 +133,32 @@ func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
 
 var errRetry = errors.New("retry")
 
+// Check tells what Claim would do now, without writing anything: the error
+// Claim would fail with (ErrClaimed for a live claim, ...), or the progress
+// Claim would take over and whether the segment was quarantined before. A
+// dry run decides with it what the run decides with Claim.
+func (c *Claimer) Check(ctx context.Context, name string) (progress json.RawMessage, quarantined bool, err error) {
+	prev, _, err := c.decide(ctx, name)
+	return prev.Progress, prev.State == StateQuarantined, err
+}
+
 func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
+	prev, version, err := c.decide(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.write(ctx, name, prev, version)
+}
+
+// decide reads the record of name and tells whether it may be claimed now:
+// the record to take over (zero if none) and its version ("" if none).
+func (c *Claimer) decide(ctx context.Context, name string) (prev Record, version string, err error) {
 	data, version, err := c.recs.ReadRecord(ctx, name)
-	var prev Record
 	switch {
 	case errors.Is(err, sink.ErrNotFound):
 		version = ""
 	case err != nil:
-		return nil, fmt.Errorf("dlqdump: claim %s: read record: %w", name, err)
+		return prev, "", fmt.Errorf("dlqdump: claim %s: read record: %w", name, err)
 	default:
 		rec, ok := Parse(data)
 		if !ok {
@@ -149,7 +168,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 			rec = Record{V: Version, Token: "damaged", LeaseMS: c.lease.Milliseconds()}
 		}
 		if rec.Held() && !c.expired(name, version, rec.Lease(c.lease)) {
-			return nil, fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), MaxLease))
+			return prev, "", fmt.Errorf("%w: segment %s is held by %q (seen live within its lease of %s)", ErrClaimed, name, rec.Owner, min(rec.Lease(c.lease), MaxLease))
 		}
 		if !rec.Held() && rec.State == StateQuarantined {
 			// Claimable once released into the ready area, not before:
@@ -160,7 +179,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 				if err == nil {
 					err = fmt.Errorf("%w: segment %s is in quarantine", sink.ErrNotFound, name)
 				}
-				return nil, err
+				return prev, "", err
 			}
 		}
 		if !rec.Held() && rec.State == StatePending {
@@ -168,12 +187,17 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 				if err == nil {
 					err = fmt.Errorf("%w: segment %s holds records set aside from %s, which is still being restored", ErrClaimed, name, rec.Parent)
 				}
-				return nil, err
+				return prev, "", err
 			}
 			rec.State, rec.Parent = StateOpen, ""
 		}
 		prev = rec
 	}
+	return prev, version, nil
+}
+
+// write takes the claim on name over prev, the record at version.
+func (c *Claimer) write(ctx context.Context, name string, prev Record, version string) (*Claim, error) {
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
 		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing, Control: prev.Control}
 	start := c.now()

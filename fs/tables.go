@@ -1,0 +1,44 @@
+package fs
+
+import (
+	"context"
+	"iter"
+	"path/filepath"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// TablesDir holds the tables of records (sink.Tables): DIR/.tables/NAME/,
+// one file per record, as the claim records are kept.
+const TablesDir = ".tables"
+
+// Table returns a table of records (sink.Tables), kept and changed as the
+// claim records are: each record locked alone, changed by compare-and-swap.
+func (r *Reader) Table(name string) (sink.Records, error) {
+	if err := sink.CheckTableName(name); err != nil {
+		return nil, err
+	}
+	return &table{r: r, sp: space{sub: filepath.Join(TablesDir, name), check: sink.CheckKey}}, nil
+}
+
+type table struct {
+	r  *Reader
+	sp space
+}
+
+func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
+	return t.r.readRecord(ctx, t.sp, key)
+}
+
+func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVersion string) (string, error) {
+	return t.r.writeRecord(ctx, t.sp, key, data, ifVersion)
+}
+
+func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
+	_, err := t.r.change(ctx, t.sp, key, nil, ifVersion)
+	return err
+}
+
+func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return t.r.recordNames(ctx, t.sp)
+}
