@@ -153,6 +153,15 @@ func (r *faultReader) Unstage(ctx context.Context, staged, name string, to sink.
 	return err
 }
 
+// Table hands out the inner Reader's tables unwrapped (the jobs' records).
+func (r *faultReader) Table(name string) (sink.Records, error) {
+	tb, ok := r.Reader.(sink.Tables)
+	if !ok {
+		return nil, fmt.Errorf("%T keeps no tables", r.Reader)
+	}
+	return tb.Table(name)
+}
+
 func (r *faultReader) Delete(ctx context.Context, area sink.Area, name string) error {
 	err := r.Reader.Delete(ctx, area, name)
 	r.f.op("delete %s %s", area, short(name))

@@ -214,6 +214,7 @@ with informational messages.
 		newPruneCmd(a),
 		newRewrapCmd(a),
 		newKeygenCmd(a),
+		newJobCmd(a),
 	)
 	return root
 }

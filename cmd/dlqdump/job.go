@@ -1,0 +1,438 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/koykov/queue"
+	"github.com/spf13/cobra"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/jobs"
+)
+
+func newJobCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Restore jobs: scheduled restores that outlive processes, run by any runner",
+		Long: `A restore job is a record in the dump's store (DIR/.tables/jobs/ or
+PREFIX.tables/jobs/): what to restore (the filters of restore), where (a
+destination name), how fast (--rate items/s) and when (--at, to the second,
+and --window). Any number of runners (dlqdump job run, or a program's
+jobs.Runner) run the due jobs, each job once: a runner claims a job like a
+restorer claims a segment, records its progress after every block, and a job
+whose runner died is taken over from there. Pause, resume and cancel work
+from any process, and take effect at the runner's next block boundary.
+
+A selective job reads only to select: the records it does not select stay in
+their segments (nothing is copied), so many jobs over one store rewrite none
+of it.`,
+	}
+	cmd.AddCommand(newJobCreateCmd(a), newJobLsCmd(a), newJobShowCmd(a), newJobControlCmd(a, "pause"), newJobControlCmd(a, "resume"),
+		newJobControlCmd(a, "cancel"), newJobWaitCmd(a), newJobRunCmd(a))
+	return cmd
+}
+
+// jobStore opens the jobs of a location.
+func (a *app) jobStore(loc string) (*jobs.Store, error) {
+	l, err := a.open(loc, true)
+	if err != nil {
+		return nil, err
+	}
+	return jobs.Open(l.reader)
+}
+
+func newJobCreateCmd(a *app) *cobra.Command {
+	var (
+		id, at, dest, area, tz string
+		windows                []string
+		limit                  uint64
+		rate                   float64
+		asJSON                 bool
+		ff                     filterFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "create LOCATION",
+		Short: "Create a restore job; print its ID (--json: the job)",
+		Example: `  dlqdump job create /var/lib/app/dlq --where reason=failed --rate 200 --at 2026-11-28T03:00:00Z
+  dlqdump job create s3://dead-letters/orders/ --id redrive-incident-42 --since 2h --dest orders --json
+  dlqdump job create /var/lib/app/dlq --area quarantine --window 01:00-05:00 --tz Europe/Berlin`,
+		Args: argsRange(1, 1, "LOCATION"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			now := time.Now()
+			flt, err := ff.parse(now)
+			if err != nil {
+				return err
+			}
+			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where,
+				Limit: limit, Rate: rate, Destination: dest, Area: area}
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return usageErrorf("--at %q: want an RFC 3339 time, e.g. 2026-11-28T03:00:00Z", at)
+				}
+				spec.At = t
+			}
+			st, err := a.jobStore(args[0])
+			if err != nil {
+				return err
+			}
+			j, err := st.Create(a.ctx, spec)
+			if errors.Is(err, dlqdump.ErrConfig) {
+				return usageErrorf("%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJob(&j)
+			}
+			a.printOut(j.ID)
+			return nil
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&id, "id", "", "the job's ID (default: a random one); creating it again with the same flags is no error")
+	fl.StringVar(&at, "at", "", "when the job is due, RFC 3339, to the second (default: now)")
+	fl.StringArrayVar(&windows, "window", nil, "run only inside this daily window, HH:MM-HH:MM (repeatable)")
+	fl.StringVar(&tz, "tz", "", "the IANA time zone of --window (default UTC)")
+	fl.Uint64Var(&limit, "limit", 0, "end the job after this many records delivered or quarantined (0: none)")
+	fl.Float64Var(&rate, "rate", 0, "items per second at most, for this job (0: the runner's pace)")
+	fl.StringVar(&dest, "dest", "", "the destination name a runner must serve (default: a runner's own, \"\")")
+	fl.StringVar(&area, "area", "ready", "ready, or quarantine: release and replay quarantined segments")
+	fl.BoolVar(&asJSON, "json", false, "print the job as one JSON object")
+	fl.StringVar(&ff.since, "since", "", "only records that entered the dump at or after this time: RFC 3339, a date, or a duration ago (90m, 1h, 7d)")
+	fl.StringVar(&ff.until, "until", "", "only records that entered the dump before this time (same forms as --since)")
+	fl.StringArrayVar(&ff.where, "where", nil, "only records whose header KEY has VALUE, as KEY=VALUE (repeatable: all must match)")
+	return cmd
+}
+
+func newJobLsCmd(a *app) *cobra.Command {
+	var state string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls LOCATION",
+		Short: "List restore jobs (--json: JSON lines)",
+		Args:  argsRange(1, 1, "LOCATION"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			var states []jobs.State
+			if state != "" {
+				s, err := jobs.ParseState(state)
+				if err != nil {
+					return usageErrorf("--state: %v", err)
+				}
+				states = append(states, s)
+			}
+			st, err := a.jobStore(args[0])
+			if err != nil {
+				return err
+			}
+			var rows [][]string
+			for j, err := range st.List(a.ctx, states...) {
+				if err != nil {
+					a.warnf("job %s: %v", j.ID, err)
+					continue
+				}
+				if asJSON {
+					if err := a.printJob(&j); err != nil {
+						return err
+					}
+					continue
+				}
+				rows = append(rows, []string{j.ID, string(j.State), fmtTime(j.At), fmt.Sprint(j.Delivered), fmt.Sprint(j.Quarantined), fmtTime(j.Finished), j.Runner})
+			}
+			if !asJSON {
+				t := newTable(3, 4)
+				t.add("ID", "STATE", "AT", "DELIVERED", "QUARANTINED", "FINISHED", "RUNNER")
+				for _, r := range rows {
+					t.add(r...)
+				}
+				return t.write(a.stdout)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state: pending, running, paused, completed, failed or cancelled")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+func newJobShowCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show LOCATION ID",
+		Short: "Show a job: state, progress, how late it started, its runner, its last error",
+		Args:  argsRange(2, 2, "LOCATION ID"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			st, err := a.jobStore(args[0])
+			if err != nil {
+				return err
+			}
+			j, err := st.Get(a.ctx, args[1])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJob(&j)
+			}
+			return a.showJob(st, &j)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as one JSON object")
+	return cmd
+}
+
+// showJob prints a job for people, with why it waits when it is due and
+// not started.
+func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
+	t := newTable()
+	t.add("id", j.ID)
+	t.add("state", string(j.State))
+	if j.Request != "" {
+		t.add("request", j.Request+" (at the runner's next block boundary)")
+	}
+	t.add("due", fmtTime(j.At))
+	if !j.Started.IsZero() {
+		t.add("started", fmt.Sprintf("%s (%s late)", fmtTime(j.Started), j.Late().Round(time.Millisecond)))
+	}
+	if !j.Finished.IsZero() {
+		t.add("finished", fmtTime(j.Finished))
+	}
+	t.add("delivered", fmt.Sprint(j.Delivered))
+	t.add("quarantined", fmt.Sprint(j.Quarantined))
+	if j.Left > 0 {
+		t.add("left", fmt.Sprintf("about %d", j.Left))
+	}
+	if j.Attempts > 0 {
+		t.add("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.Spec.MaxAttempts))
+	}
+	if j.Runner != "" {
+		t.add("runner", j.Runner)
+	}
+	if j.Error != "" {
+		t.add("error", j.Error)
+	}
+	dest := j.Spec.Destination
+	t.add("destination", fmt.Sprintf("%q", dest))
+	if w := a.waiting(st, j); w != "" {
+		t.add("waiting", w)
+	}
+	return t.write(a.stdout)
+}
+
+// waiting says why a due job has not started, from the runners'
+// heartbeats: none runs, or none serves its destination.
+func (a *app) waiting(st *jobs.Store, j *jobs.Job) string {
+	if j.State != jobs.Pending || j.At.After(time.Now()) {
+		return ""
+	}
+	var live, serving int
+	for ri, err := range st.Runners(a.ctx) {
+		if err != nil {
+			continue
+		}
+		if time.Since(ri.Seen) > 3*max(ri.Every, time.Second) {
+			continue // not heard from lately
+		}
+		live++
+		if ri.Serves(j.Spec.Destination) {
+			serving++
+		}
+	}
+	switch {
+	case live == 0:
+		return "due, and no runner has been heard from lately (dlqdump job run, or a program's jobs.Runner)"
+	case serving == 0:
+		return fmt.Sprintf("due, and none of the %d runners heard from lately serves destination %q", live, j.Spec.Destination)
+	}
+	return ""
+}
+
+func newJobControlCmd(a *app, verb string) *cobra.Command {
+	short := map[string]string{
+		"pause":  "Pause a job (a running one at its runner's next block boundary)",
+		"resume": "Resume a paused job",
+		"cancel": "Cancel a job; what it did not deliver stays where it is",
+	}[verb]
+	return &cobra.Command{
+		Use:   verb + " LOCATION ID",
+		Short: short,
+		Args:  argsRange(2, 2, "LOCATION ID"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			st, err := a.jobStore(args[0])
+			if err != nil {
+				return err
+			}
+			var j jobs.Job
+			switch verb {
+			case "pause":
+				j, err = st.Pause(a.ctx, args[1])
+			case "resume":
+				j, err = st.Resume(a.ctx, args[1])
+			default:
+				j, err = st.Cancel(a.ctx, args[1])
+			}
+			if err != nil {
+				return err
+			}
+			if j.Request != "" {
+				a.printOut(fmt.Sprintf("%s: %s, %s requested (at its runner's next block boundary)", j.ID, j.State, j.Request))
+				return nil
+			}
+			a.printOut(fmt.Sprintf("%s: %s", j.ID, j.State))
+			return nil
+		}),
+	}
+}
+
+func newJobWaitCmd(a *app) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait LOCATION ID",
+		Short: "Wait until a job ends; exit 0 if it completed, 1 if it failed, was cancelled or the wait timed out",
+		Args:  argsRange(2, 2, "LOCATION ID"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			st, err := a.jobStore(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := a.soft
+			if timeout > 0 {
+				var cancel func()
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			j, err := st.Wait(ctx, args[1], 500*time.Millisecond)
+			if err != nil && !j.State.Final() {
+				return fmt.Errorf("job %s is %s after the wait: %w", args[1], j.State, err)
+			}
+			a.printOut(fmt.Sprintf("%s: %s, %d delivered, %d quarantined", j.ID, j.State, j.Delivered, j.Quarantined))
+			if j.State != jobs.Completed {
+				return fmt.Errorf("job %s %s: %s", j.ID, j.State, orDefault(j.Error, "cancelled"))
+			}
+			return nil
+		}),
+	}
+	durationVar(cmd.Flags(), &timeout, "timeout", 0, "give up after this long (0: wait until it ends or an interrupt)")
+	return cmd
+}
+
+func orDefault(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func newJobRunCmd(a *app) *cobra.Command {
+	var (
+		f           restoreFlags
+		owner       string
+		dests       []string
+		concurrency int
+	)
+	cmd := &cobra.Command{
+		Use:   "run LOCATION --to URL",
+		Short: "Run due restore jobs into an HTTP endpoint until interrupted",
+		Long: `Run the due jobs of a dump, as many at once as --jobs, POSTing their records
+to --to as restore --to does, until SIGINT or SIGTERM, which stops each job at
+the record being delivered and makes it pending again for any runner. Jobs
+whose destination is "" (the default) are taken, and those named by --dest.`,
+		Example: `  dlqdump job run /var/lib/app/dlq --to http://orders.internal:8080/redrive
+  dlqdump job run s3://dead-letters/orders/ --to http://localhost:8080/in --dest orders --owner replica-2`,
+		Args: argsRange(1, 1, "LOCATION"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return a.jobRun(args[0], &f, owner, dests, concurrency)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (required)")
+	fl.StringVar(&owner, "owner", "", "the runner's label in jobs and logs (default: host, process and a random number)")
+	fl.StringArrayVar(&dests, "dest", nil, "serve jobs of this destination name too (repeatable)")
+	fl.IntVar(&concurrency, "jobs", 4, "jobs run at once")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once, per job")
+	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts")
+	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request")
+	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads")
+	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on jobs and segments, renewed every third of it")
+	_ = fl.MarkHidden("lease")
+	return cmd
+}
+
+func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, n int) error {
+	switch {
+	case f.to == "":
+		return usageErrorf("--to URL is required")
+	case n < 1 || n > 256:
+		return usageErrorf("--jobs %d: want 1 to 256", n)
+	case f.concurrency < 1 || f.concurrency > maxConcurrency:
+		return usageErrorf("--concurrency %d: want 1 to %d", f.concurrency, maxConcurrency)
+	case f.lease < time.Second:
+		return usageErrorf("--lease %s: want at least 1s", f.lease)
+	}
+	if !strings.HasPrefix(f.to, "http://") && !strings.HasPrefix(f.to, "https://") {
+		return usageErrorf("--to %q: want an http:// or https:// URL", f.to)
+	}
+	l, err := a.open(loc, true)
+	if err != nil {
+		return err
+	}
+	st, err := jobs.Open(l.reader)
+	if err != nil {
+		return err
+	}
+	ids, err := a.identities()
+	if err != nil {
+		return err
+	}
+	if owner == "" {
+		owner = cliOwner()
+	}
+	var restorers []*dlqdump.Restorer
+	for range n {
+		hd := newHTTPDest(a.ctx, f.to, f)
+		named := map[string]queue.Enqueuer{}
+		for _, d := range dests {
+			named[d] = hd
+		}
+		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: hd, Destinations: named,
+			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(),
+			Owner: owner, VersionCompatible: func(_, _ dlqdump.Version) bool { return true }, Encryption: &dlqdump.Encryption{Identities: ids}})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		restorers = append(restorers, r)
+	}
+	rn, err := jobs.NewRunner(st, restorers, &jobs.RunnerOptions{Owner: owner, Lease: f.lease, Logger: a.logger()})
+	if err != nil {
+		return err
+	}
+	if err := rn.Start(); err != nil {
+		return err
+	}
+	a.infof("running the due jobs of %s as %q, %d at once, into %s; interrupt to stop", l, owner, n, f.to)
+	<-a.soft.Done()
+	if err := rn.Close(); err != nil {
+		return err
+	}
+	a.infof("stopped: the jobs running were made pending again, for any runner")
+	return nil
+}
+
+// printJob prints a job as one JSON object on a line.
+func (a *app) printJob(j *jobs.Job) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	a.printOut(string(b))
+	return nil
+}
