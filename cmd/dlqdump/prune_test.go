@@ -72,7 +72,7 @@ func TestPruneClaimedOldest(t *testing.T) {
 		}
 		r := cli(t, 0, args...)
 		if !strings.Contains(r.stdout, verb+" ready/"+specs[1].name()) || strings.Contains(r.stdout, specs[0].name()) || strings.Contains(r.stdout, specs[2].name()) ||
-			!strings.Contains(r.stdout, verb+" 1 segments, 1 records") || !strings.Contains(r.stdout, "1 segments due are being restored") {
+			!strings.Contains(r.stdout, verb+" 1 segment, 1 record") || !strings.Contains(r.stdout, "left 1 segment due but being restored") {
 			t.Fatalf("dry run %v: %s", dry, r)
 		}
 	}
