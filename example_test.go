@@ -297,7 +297,7 @@ func Example_restore() {
 		// or one pass:    r.Restore(ctx)
 		// or selective:   r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{"reason": "failed"}, Since: t, Limit: 1000})
 		// dry run:        rep, _ := r.Run(ctx, dlqdump.RunOptions{DryRun: true}); rep.ByReason
-		// at a time:      r.RunAt(ctx, time.Date(2026, 11, 23, 3, 0, 0, 0, loc), dlqdump.RunOptions{})
+		// at a time, run once by any of N processes: a restore job (package jobs)
 		// README:end
 		for range 3 {
 			o := <-got

@@ -213,7 +213,7 @@ type Report struct {
 var errStop = errors.New("dlqdump: pass stopped")
 
 // NewRestorer validates the config and returns a Restorer. It does nothing
-// until Restore, Run, RunAt or Start is called; the first pass that may
+// until Restore, Run or Start is called (or a jobs.Runner runs a job with it); the first pass that may
 // change the store (not a dry run) first lets a Reader that implements
 // sink.Recoverer recover what crashed writers left.
 func NewRestorer(config *Config) (*Restorer, error) {
@@ -424,18 +424,6 @@ func (r *Restorer) countQuarantined(labels map[string]uint64) {
 		r.mw.Quarantine(label, int(n))
 		r.quarantined.Add(n)
 	}
-}
-
-// RunAt waits until at (cancellable by ctx), then runs one pass.
-func (r *Restorer) RunAt(ctx context.Context, at time.Time, opts RunOptions) (Report, error) {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return Report{}, ctx.Err()
-	}
-	return r.Run(ctx, opts)
 }
 
 func (r *Restorer) setErr(err error) {

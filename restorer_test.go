@@ -479,24 +479,6 @@ func TestRestoreTimeRange(t *testing.T) {
 	}
 }
 
-// RunAt starts at the given second.
-func TestRestoreRunAt(t *testing.T) {
-	dir := t.TempDir()
-	dumpItems(t, dir, dlqdump.Config{}, []string{"x"})
-	var at atomic.Int64
-	dst := queueFunc(func(any) error { at.CompareAndSwap(0, time.Now().UnixNano()); return nil })
-	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst})
-	when := time.Now().Add(700 * time.Millisecond).Truncate(time.Second).Add(time.Second)
-	if _, err := r.RunAt(context.Background(), when, dlqdump.RunOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	late := time.Duration(at.Load() - when.UnixNano())
-	t.Logf("scheduled for %s, first delivery %s later", when.Format(time.TimeOnly), late)
-	if late < 0 || late > 10*time.Second {
-		t.Fatalf("delivered %s after the scheduled second", late)
-	}
-}
-
 // Background mode polls every CheckInterval until Close, which is safe twice.
 func TestRestoreBackground(t *testing.T) {
 	dir := t.TempDir()

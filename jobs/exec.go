@@ -21,6 +21,9 @@ type execution struct {
 	keep *claims.Keeper
 	id   string
 	job  Job
+
+	started bool   // JobStarted was told
+	from    uint64 // the job's Delivered when this runner started it
 }
 
 // Why a job's pass stopped early, at a block boundary.
@@ -71,6 +74,7 @@ func (x *execution) run(ctx context.Context, job *Job) {
 		what = "job taken over from a runner that stopped"
 	}
 	rn.log.Info(what, slog.String("job", x.id), slog.Duration("late", x.job.Late()), slog.Int("attempt", x.job.Attempts))
+	x.started, x.from = true, x.job.Delivered
 	if rn.met != nil {
 		rn.met.JobStarted(x.job.Late(), taken)
 	}
@@ -253,7 +257,7 @@ func (x *execution) log(state State, cause error) {
 	default:
 		x.rn.log.Info("job "+string(state), attrs...)
 	}
-	if x.rn.met != nil {
-		x.rn.met.JobEnded(string(state), x.job.Delivered)
+	if x.rn.met != nil && x.started {
+		x.rn.met.JobEnded(string(state), x.job.Delivered-x.from)
 	}
 }

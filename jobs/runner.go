@@ -77,9 +77,10 @@ type Metrics interface {
 	// JobStarted is called when a job starts or is taken over, with how
 	// late after it was due it first started.
 	JobStarted(late time.Duration, takenOver bool)
-	// JobEnded is called when a runner lets a job go: state is the
-	// state it left it in ("completed", "failed", "cancelled", "paused"
-	// or "pending"), delivered the records the job delivered so far.
+	// JobEnded is called when a runner lets a job it started go: state
+	// is the state it left it in ("completed", "failed", "cancelled",
+	// "paused" or "pending"), delivered the records the job delivered
+	// while this runner held it.
 	JobEnded(state string, delivered uint64)
 }
 

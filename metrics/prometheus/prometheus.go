@@ -126,6 +126,12 @@ type Writer struct {
 	quarantined reasonCounters
 	failures    reasonCounters
 	expired     *prom.CounterVec // by area and rule: few series, rarely touched
+
+	jobsRunning prom.Gauge
+	jobsStarted *prom.CounterVec // by how: started, taken_over
+	jobsEnded   *prom.CounterVec // by state
+	jobRecords  prom.Counter
+	jobLateness prom.Observer
 }
 
 var _ dlqdump.MetricsWriter = (*Writer)(nil)
@@ -228,6 +234,20 @@ func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
 		"Failed operations, by reason."), nil)
 	w.expired = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricExpired,
 		Help: "Records removed by the retention, by area and rule.", ConstLabels: cl}, []string{LabelArea, LabelRule}))
+	w.jobsRunning = gauge(MetricJobsRunning, "Restore jobs running on this runner.")
+	w.jobsStarted = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricJobsStarted,
+		Help: "Restore jobs started (how: started, or taken_over from a runner that stopped).", ConstLabels: cl}, []string{LabelHow}))
+	w.jobsEnded = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricJobsEnded,
+		Help: "Restore jobs let go by a runner, by the state it left them in.", ConstLabels: cl}, []string{LabelState}))
+	w.jobRecords = counter(MetricJobRecords, "Records restore jobs delivered, counted when a runner lets a job go.")
+	w.jobLateness = register(&r, prom.NewHistogram(prom.HistogramOpts{Name: MetricJobStartDelay,
+		Help: "How late after it was due a restore job first started.", ConstLabels: cl, Buckets: JobDelayBuckets}))
+	for _, how := range []string{"started", "taken_over"} {
+		w.jobsStarted.WithLabelValues(how)
+	}
+	for _, st := range []string{"pending", "paused", "completed", "failed", "cancelled"} {
+		w.jobsEnded.WithLabelValues(st)
+	}
 
 	if r.err != nil {
 		for _, c := range r.added {
@@ -361,4 +381,38 @@ func (w *Writer) Source(ready, claimed, quarantined int, oldest time.Duration) {
 	w.claimed.Set(float64(claimed))
 	w.quar.Set(float64(quarantined))
 	w.oldest.Set(oldest.Seconds())
+}
+
+// Restore jobs' metrics (the jobs.Metrics a jobs.Runner takes).
+const (
+	MetricJobsRunning   = "dlqdump_jobs_running"
+	MetricJobsStarted   = "dlqdump_jobs_started_total"
+	MetricJobsEnded     = "dlqdump_jobs_ended_total"
+	MetricJobRecords    = "dlqdump_job_delivered_records_total"
+	MetricJobStartDelay = "dlqdump_job_start_delay_seconds"
+	// LabelHow says how a job started; LabelState the state it was left
+	// in.
+	LabelHow   = "how"
+	LabelState = "state"
+)
+
+// JobDelayBuckets are the buckets of dlqdump_job_start_delay_seconds.
+var JobDelayBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600}
+
+// JobStarted counts a restore job started (jobs.Metrics).
+func (w *Writer) JobStarted(late time.Duration, takenOver bool) {
+	w.jobsRunning.Inc()
+	if takenOver {
+		w.jobsStarted.WithLabelValues("taken_over").Inc()
+		return
+	}
+	w.jobsStarted.WithLabelValues("started").Inc()
+	w.jobLateness.Observe(late.Seconds())
+}
+
+// JobEnded counts a restore job a runner let go (jobs.Metrics).
+func (w *Writer) JobEnded(state string, delivered uint64) {
+	w.jobsRunning.Dec()
+	w.jobsEnded.WithLabelValues(state).Inc()
+	w.jobRecords.Add(float64(delivered))
 }

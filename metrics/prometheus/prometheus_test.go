@@ -40,6 +40,8 @@ func exercise(w *Writer) {
 	w.Fail("write")
 	w.Source(4, 1, 2, 90*time.Second)
 	w.Expire("archive", dlqdump.RuleMaxAge, 12)
+	w.JobStarted(time.Second, false)
+	w.JobEnded("completed", 10)
 }
 
 func eq(t *testing.T, name string, got, want float64) {
@@ -180,11 +182,13 @@ dlqdump_restored_records_total{queue="orders"} 1
 # TYPE dlqdump_retries_total counter
 dlqdump_retries_total{queue="orders"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), allMetrics[:len(allMetrics)-len(jobMetrics)]...); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20 {
-		t.Fatalf("series = %d, %v; want 20", n, err)
+	// 20 series, and the jobs': running, started by how (2), ended by
+	// state (5), records, the start delay.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+10 {
+		t.Fatalf("series = %d, %v; want 30", n, err)
 	}
 }
 
@@ -195,6 +199,30 @@ var allMetrics = []string{
 	MetricRestoredRecords, MetricRestoredBytes, MetricRetries,
 	MetricQuarantined, MetricFailures, MetricReadySegments,
 	MetricOldestReadyRecord, MetricClaimedSegments, MetricQuarSegments, MetricExpired,
+	MetricJobsRunning, MetricJobsStarted, MetricJobsEnded, MetricJobRecords, MetricJobStartDelay,
+}
+
+// jobMetrics are the restore jobs' metrics, last in allMetrics.
+var jobMetrics = allMetrics[len(allMetrics)-5:]
+
+// A runner's job metrics: running jobs, starts by how, ends by state, the
+// records delivered while held, and the start delay of first starts only.
+func TestJobMetrics(t *testing.T) {
+	reg := prom.NewPedanticRegistry()
+	w := newWriter(t, reg, "orders")
+	w.JobStarted(300*time.Millisecond, false)
+	w.JobStarted(0, true)
+	eq(t, "running", testutil.ToFloat64(w.jobsRunning), 2)
+	w.JobEnded("paused", 40)
+	w.JobEnded("completed", 60)
+	eq(t, "running", testutil.ToFloat64(w.jobsRunning), 0)
+	eq(t, "taken over", testutil.ToFloat64(w.jobsStarted.WithLabelValues("taken_over")), 1)
+	eq(t, "completed", testutil.ToFloat64(w.jobsEnded.WithLabelValues("completed")), 1)
+	eq(t, "failed", testutil.ToFloat64(w.jobsEnded.WithLabelValues("failed")), 0)
+	eq(t, "records", testutil.ToFloat64(w.jobRecords), 100)
+	if n := testutil.CollectAndCount(w.jobLateness.(prom.Histogram)); n != 1 {
+		t.Errorf("start delay series = %d", n)
+	}
 }
 
 func TestPromlint(t *testing.T) {
