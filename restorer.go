@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,6 +102,7 @@ type RunOptions struct {
 	OnBlock func(Report) error
 
 	stopAt  time.Time // the background window closes
+	after   func()    // at the end of the pass
 	dest    queue.Enqueuer
 	rater   interface{ Rate() float32 }
 	limiter *rate.Limiter // Rate's, nil without
@@ -127,6 +129,44 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
 	}
 	return nil
+}
+
+// passNames returns the ready segments a pass goes through, oldest first.
+// A pass over named segments (RunOptions.Segments: a restore job's over a
+// few, say) takes them as named, and what is not there is skipped: its
+// cost is theirs, not the store's. Any other pass lists the store,
+// refreshing the status (Stats, the MetricsWriter's Source) and sweeping
+// what finished restorers left, before and after.
+func (r *Restorer) passNames(ctx context.Context, opts *RunOptions) ([]string, error) {
+	if len(opts.Segments) > 0 {
+		names := slices.Clone(opts.Segments)
+		slices.Sort(names)
+		return slices.Compact(names), nil
+	}
+	st, err := r.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.missing != nil {
+		return nil, fmt.Errorf("dlqdump: restore: nothing to restore: %w", st.missing)
+	}
+	if !opts.DryRun {
+		r.sweep(ctx, st.orphans)
+	}
+	opts.after = func() {
+		if ctx.Err() != nil {
+			return // the status loop refreshes; a cancelled pass returns now
+		}
+		st, err := r.refresh(ctx)
+		if err != nil {
+			r.log.Debug("refreshing the store's status after a pass failed", slog.Any("error", err))
+			return
+		}
+		if !opts.DryRun {
+			r.sweep(ctx, st.orphans) // the side segments' records of segments just finished
+		}
+	}
+	return st.readyNames, nil
 }
 
 // blockStop is an error OnBlock returned: it stops the whole pass.
@@ -280,33 +320,14 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 		r.recovered = true
 	}
-	st, err := r.refresh(ctx)
+	names, err := r.passNames(ctx, &opts)
 	if err != nil {
 		r.setErr(err)
 		return rep, err
 	}
-	if st.missing != nil {
-		err := fmt.Errorf("dlqdump: restore: nothing to restore: %w", st.missing)
-		r.setErr(err)
-		return rep, err
+	if opts.after != nil {
+		defer opts.after()
 	}
-	if !opts.DryRun {
-		r.sweep(ctx, st.orphans)
-	}
-	defer func() {
-		if ctx.Err() != nil {
-			return // the status loop refreshes; a cancelled pass returns now
-		}
-		st, err := r.refresh(ctx)
-		if err != nil {
-			r.log.Debug("refreshing the store's status after a pass failed", slog.Any("error", err))
-			return
-		}
-		if !opts.DryRun {
-			r.sweep(ctx, st.orphans) // the side segments' records of segments just finished
-		}
-	}()
-	names := st.readyNames
 	if opts.Area == AreaQuarantine {
 		if names, err = r.quarantineNames(ctx, &opts); err != nil {
 			r.setErr(err)

@@ -41,6 +41,7 @@ type Runner struct {
 	mu      sync.Mutex
 	running map[string]bool      // jobs this runner runs
 	orphans map[string]time.Time // due markers without a job, since
+	held    map[string]time.Time // jobs other runners run: not looked at again until then
 	started bool
 	closed  bool
 	cancel  context.CancelFunc
@@ -112,7 +113,7 @@ func NewRunner(st *Store, restorers []*dlqdump.Restorer, opts *RunnerOptions) (*
 	}
 	rn := &Runner{store: st, o: o, n: len(restorers), met: o.Metrics,
 		log:  o.Logger.With(slog.String("component", "dlqdump.jobs.Runner"), slog.String("owner", o.Owner)),
-		free: make(chan *dlqdump.Restorer, len(restorers)), running: map[string]bool{}, orphans: map[string]time.Time{},
+		free: make(chan *dlqdump.Restorer, len(restorers)), running: map[string]bool{}, orphans: map[string]time.Time{}, held: map[string]time.Time{},
 		wake: make(chan struct{}, 1)}
 	for _, r := range restorers {
 		if r == nil {
@@ -241,7 +242,7 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 			return at, nil // the first job due later: stop listing
 		}
 		rn.mu.Lock()
-		busy := rn.running[id]
+		busy := rn.running[id] || now.Before(rn.held[id])
 		rn.mu.Unlock()
 		if busy {
 			continue
@@ -274,7 +275,8 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 		// A marker left by an end, a pause or a new due time.
 		return rn.store.dropMarker(ctx, at, id)
 	case live && rec.Held():
-		return nil // run by another runner
+		rn.hold(id) // run by another runner
+		return nil
 	case !rn.servesDest(job.Spec.Destination):
 		return nil // for a runner that serves its destination
 	}
@@ -285,6 +287,23 @@ func (rn *Runner) servesDest(dest string) bool {
 	r := <-rn.free
 	rn.free <- r
 	return r.Serves(dest)
+}
+
+// hold notes that another runner runs job id: its record is looked at again
+// a third of a lease later, when a holder that stopped renewing may be
+// seen to have (a poll reads what is due and not known to be run).
+func (rn *Runner) hold(id string) {
+	now := time.Now()
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.held[id] = now.Add(rn.o.Lease / 3)
+	if len(rn.held) > 1024 {
+		for k, until := range rn.held {
+			if now.After(until) {
+				delete(rn.held, k)
+			}
+		}
+	}
 }
 
 // orphan handles a due marker whose job has no record: a Create that
@@ -317,6 +336,7 @@ func (rn *Runner) orphan(ctx context.Context, key string, at time.Time, id strin
 func (rn *Runner) claimAndRun(ctx context.Context, id string, job *Job) error {
 	cl, err := rn.claimer.Claim(ctx, jobKey(id))
 	if errors.Is(err, claims.ErrClaimed) {
+		rn.hold(id)
 		return nil
 	}
 	if err != nil {

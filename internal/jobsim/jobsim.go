@@ -1,0 +1,379 @@
+// Package jobsim runs seed 002's test of restore jobs: many one-off jobs,
+// due over a span of time, run by several runner processes coordinating
+// only through the store, some of them killed (SIGKILL) and restarted
+// meanwhile. It checks that every job ran once and completed, none started
+// before its second, and every record was delivered once (at most a block
+// twice per kill), and measures how late the jobs started.
+// TestJobsSeed002 runs a sample; cmd/dlqdump-reliability the whole.
+//
+// The runner processes are this program started again: its main (or
+// TestMain) must call ChildMain when IsChild reports true.
+package jobsim
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/drainers"
+	"github.com/dlqdump/dlqdump/jobs"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// Options describe a run.
+type Options struct {
+	// Store is where the segments and the jobs are.
+	Store drainers.Store
+	// Jobs is how many jobs, one per segment of Records records, due
+	// evenly over Span from a few seconds after they are created.
+	Jobs, Records int
+	Span          time.Duration
+	// Runners is how many runner processes, Restorers how many jobs
+	// each runs at once.
+	Runners, Restorers int
+	// Kills is how many runners are killed (SIGKILL) and restarted, one
+	// after another, spread over the span.
+	Kills int
+	// Lease is the runners' lease on jobs and segments.
+	Lease time.Duration
+	// Child returns a command running this program so that it calls
+	// ChildMain (EnvChild is added to its environment).
+	Child func() *exec.Cmd
+}
+
+// Result is what a run did.
+type Result struct {
+	Jobs, Records int
+	// Completed counts the jobs that completed; Early those that started
+	// before their second.
+	Completed, Early int
+	// Lost and Twice count the records never delivered, and those
+	// delivered more than once; Bound is what the kills allow (a block
+	// per kill: here a segment of Records per kill and runner job).
+	Lost, Twice, Bound int
+	// TakenOver counts the jobs a runner took over from a killed one.
+	TakenOver int
+	// P50, P99 and Max are how late the jobs started after their second,
+	// over those not taken over.
+	P50, P99, Max time.Duration
+	// Took is how long the run took, from the first job due to the last
+	// one completed.
+	Took     time.Duration
+	Problems []string
+}
+
+// OK reports whether every job ran once and every record was delivered
+// within the bound.
+func (r *Result) OK() bool {
+	return r.Completed == r.Jobs && r.Early == 0 && r.Lost == 0 && r.Twice <= r.Bound && len(r.Problems) == 0
+}
+
+func (r *Result) String() string {
+	return fmt.Sprintf("%d jobs (%d records) due over the span: %d completed, %d started early, %d taken over; %d records lost, %d delivered twice (bound %d); start delay p50 %s, p99 %s, max %s; done in %s",
+		r.Jobs, r.Records, r.Completed, r.Early, r.TakenOver, r.Lost, r.Twice, r.Bound,
+		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.Took.Round(time.Second))
+}
+
+// EnvChild holds a runner's spec, as JSON, in a runner process.
+const EnvChild = "DLQDUMP_JOBSIM_RUNNER"
+
+type childSpec struct {
+	Store     drainers.Store `json:"store"`
+	Owner     string         `json:"owner"`
+	Restorers int            `json:"restorers"`
+	Lease     time.Duration  `json:"lease"`
+}
+
+// IsChild reports whether this process was started as a runner by Run.
+func IsChild() bool { return os.Getenv(EnvChild) != "" }
+
+// ChildMain runs jobs until killed or SIGTERM, printing each item it
+// delivers on a line of its own. It returns the exit status.
+func ChildMain() int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+		return 2
+	}
+	rd := spec.Store.Reader()
+	st, err := jobs.Open(rd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+		return 2
+	}
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	dst := queueFunc(func(x any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := out.WriteString(x.(string) + "\n")
+		if err == nil {
+			err = out.Flush() // a kill loses nothing printed
+		}
+		return err
+	})
+	var rs []*dlqdump.Restorer
+	for range spec.Restorers {
+		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Queue: dst, Owner: spec.Owner, Lease: spec.Lease,
+			Decoder: stringDecoder{}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+			return 1
+		}
+		rs = append(rs, r)
+	}
+	rn, err := jobs.NewRunner(st, rs, &jobs.RunnerOptions{Owner: spec.Owner, Lease: spec.Lease})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+		return 1
+	}
+	if err := rn.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+		return 1
+	}
+	term := make(chan os.Signal, 1)
+	signalNotify(term)
+	<-term
+	_ = rn.Close()
+	for _, r := range rs {
+		_ = r.Close()
+	}
+	return 0
+}
+
+type queueFunc func(any) error
+
+func (f queueFunc) Enqueue(x any) error { return f(x) }
+
+type stringDecoder struct{}
+
+func (stringDecoder) Decode(b []byte) (any, error) { return string(b), nil }
+
+// runner is a runner process and what it printed.
+type runner struct {
+	cmd  *exec.Cmd
+	mu   *sync.Mutex
+	got  *[]string
+	done chan struct{}
+}
+
+// start starts runner p.
+func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
+	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: fmt.Sprintf("runner-%d-%d", p, gen), Restorers: o.Restorers, Lease: o.Lease})
+	if err != nil {
+		return nil, err
+	}
+	cmd := o.Child()
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, EnvChild+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	rn := &runner{cmd: cmd, mu: mu, got: got, done: make(chan struct{})}
+	go func() {
+		defer close(rn.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			mu.Lock()
+			*got = append(*got, sc.Text())
+			mu.Unlock()
+		}
+		_ = cmd.Wait()
+	}()
+	return rn, nil
+}
+
+// Run seeds the store, creates the jobs, runs the runners (killing and
+// restarting some) until every job has ended, and checks the outcome.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	rd := o.Store.Reader()
+	items, err := drainers.Seed(ctx, rd, o.Jobs, o.Records)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for n, err := range sink.Names(ctx, rd, sink.AreaReady) {
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) != o.Jobs {
+		return nil, fmt.Errorf("jobsim: %d segments seeded, want %d", len(names), o.Jobs)
+	}
+	st, err := jobs.Open(rd)
+	if err != nil {
+		return nil, err
+	}
+	// Due from a few seconds on, after the jobs are created.
+	first := time.Now().Add(3*time.Second + time.Duration(o.Jobs)*time.Millisecond/4).Truncate(time.Second).Add(time.Second)
+	if err := create(ctx, st, names, first, o.Span); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	got := make([][]string, o.Runners)
+	runners := make([]*runner, o.Runners)
+	for p := range o.Runners {
+		if runners[p], err = start(&o, p, 0, &mu, &got[p]); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, r := range runners {
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+	}()
+	res := &Result{Jobs: o.Jobs, Records: len(items), Bound: o.Kills * o.Restorers * o.Records}
+	// Kill runner k%Runners at (k+1)/(Kills+1) of the span, restart it a
+	// lease later (its claims are taken over meanwhile).
+	for k := range o.Kills {
+		at := first.Add(o.Span * time.Duration(k+1) / time.Duration(o.Kills+1))
+		if err := sleepUntil(ctx, at); err != nil {
+			return res, err
+		}
+		p := k % o.Runners
+		_ = runners[p].cmd.Process.Signal(syscall.SIGKILL)
+		<-runners[p].done
+		if err := sleepUntil(ctx, time.Now().Add(o.Lease)); err != nil {
+			return res, err
+		}
+		if runners[p], err = start(&o, p, k+1, &mu, &got[p]); err != nil {
+			return res, err
+		}
+	}
+	all, err := waitAll(ctx, st, o.Jobs, first.Add(o.Span+10*time.Minute))
+	res.Took = time.Since(first)
+	for _, r := range runners {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		<-r.done
+	}
+	if err != nil {
+		return res, err
+	}
+	check(res, all, items, got, &mu)
+	return res, nil
+}
+
+// create creates one job per segment, due evenly over span from first,
+// several at a time.
+func create(ctx context.Context, st *jobs.Store, names []string, first time.Time, span time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				at := first.Add(span * time.Duration(i) / time.Duration(len(names)))
+				_, err := st.Create(ctx, jobs.Spec{ID: fmt.Sprintf("job-%06d", i), At: at, Segments: []string{names[i]}})
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// waitAll returns every job once all have ended, or fails at deadline.
+func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time) ([]jobs.Job, error) {
+	for {
+		var all []jobs.Job
+		ended := 0
+		for j, err := range st.List(ctx) {
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, j)
+			if j.State.Final() {
+				ended++
+			}
+		}
+		if ended == n {
+			return all, nil
+		}
+		if time.Now().After(deadline) {
+			return all, fmt.Errorf("jobsim: %d of %d jobs ended by the deadline", ended, n)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(time.Second)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, at time.Time) error {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// check fills in the outcome.
+func check(res *Result, all []jobs.Job, items []string, got [][]string, mu *sync.Mutex) {
+	var delays []time.Duration
+	for _, j := range all {
+		if j.State == jobs.Completed {
+			res.Completed++
+		} else {
+			res.Problems = append(res.Problems, fmt.Sprintf("job %s %s: %s", j.ID, j.State, j.Error))
+		}
+		if j.Started.Before(j.Spec.At) { // At moves on when a job is put off
+			res.Early++
+			res.Problems = append(res.Problems, fmt.Sprintf("job %s started at %s, due at %s", j.ID, j.Started.Format(time.RFC3339Nano), j.Spec.At.Format(time.RFC3339)))
+		}
+		if j.Attempts > 1 {
+			res.TakenOver++
+			continue
+		}
+		delays = append(delays, j.Late())
+	}
+	slices.Sort(delays)
+	if n := len(delays); n > 0 {
+		res.P50, res.P99, res.Max = delays[n/2], delays[min(n-1, n*99/100)], delays[n-1]
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := make(map[string]int, len(items))
+	for _, out := range got {
+		for _, it := range out {
+			seen[it]++
+		}
+	}
+	for _, it := range items {
+		switch n := seen[it]; {
+		case n == 0:
+			res.Lost++
+		case n > 1:
+			res.Twice += n - 1
+		}
+	}
+	if len(res.Problems) > 5 {
+		res.Problems = append(res.Problems[:5], fmt.Sprintf("and %d more", len(res.Problems)-5))
+	}
+}
