@@ -146,8 +146,8 @@ func (x *execution) pass(ctx context.Context) {
 			x.end(Failed, err)
 			return
 		}
-		wait := backoff.FullJitter(time.Second, 5*time.Minute, x.job.Attempts)
-		x.reschedule(time.Now().UTC().Add(wait).Truncate(time.Second), err)
+		wait := backoff.FullJitter(x.rn.o.RetryBase, 5*time.Minute, x.job.Attempts)
+		x.reschedule(time.Now().UTC().Add(wait), err)
 	case rep.Claimed > 0 && !limitReached:
 		// Segments it selects are held by other restorers: on again
 		// once they let them go.
@@ -206,7 +206,7 @@ func (x *execution) reschedule(at time.Time, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
 	defer cancel()
 	old := x.job.At
-	x.job.State, x.job.At = Pending, at
+	x.job.State, x.job.At = Pending, dueTime(at)
 	if cause != nil {
 		x.job.Error = cause.Error()
 	}

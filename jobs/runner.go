@@ -65,6 +65,10 @@ type RunnerOptions struct {
 	// destinations it serves (Store.Runners, `dlqdump job show`).
 	// Default 10s.
 	Heartbeat time.Duration
+	// RetryBase bounds the first wait before a job whose pass failed is
+	// run again; the bound doubles with every attempt, up to 5 minutes,
+	// and the wait is drawn at random below it (full jitter). Default 1s.
+	RetryBase time.Duration
 	// Logger receives a line when a job starts, is taken over, pauses,
 	// finishes or fails. Default: discard.
 	Logger *slog.Logger
@@ -104,6 +108,9 @@ func NewRunner(st *Store, restorers []*dlqdump.Restorer, opts *RunnerOptions) (*
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = time.Second
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 10 * time.Second

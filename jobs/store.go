@@ -17,7 +17,7 @@ import (
 // The jobs of a store are records of its table "jobs" (sink.Tables), beside
 // its segments, changed only by compare-and-swap:
 //
-//	d-20261127T030000Z-ID   a due marker: the job is due at that second
+//	d-20261127T030000.000Z-ID  a due marker: the job is due then
 //	j-ID                    the job: a claim record (package claims) whose
 //	                        progress is the Job
 //	r-OWNER                 a runner's heartbeat: what it serves, and when
@@ -34,14 +34,17 @@ const (
 	dueKind    = "d-"
 	jobKind    = "j-"
 	runnerKind = "r-"
-	dueLayout  = "20060102T150405Z"
+	dueLayout  = "20060102T150405.000Z"
 )
 
 func jobKey(id string) string { return jobKind + id }
 
 func dueKey(at time.Time, id string) string {
-	return dueKind + at.UTC().Format(dueLayout) + "-" + id
+	return dueKind + dueTime(at).Format(dueLayout) + "-" + id
 }
+
+// dueTime is a due time as a marker holds it: to the millisecond, UTC.
+func dueTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // parseDueKey returns the time and job of a due marker's key.
 func parseDueKey(key string) (at time.Time, id string, ok bool) {

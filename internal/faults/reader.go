@@ -16,6 +16,10 @@ const (
 	OpMove         Op = "Reader.Move"
 	OpUnstage      Op = "Reader.Unstage"
 	OpNames        Op = "Reader.Names"
+	OpTableRead    Op = "Table.ReadRecord"
+	OpTableWrite   Op = "Table.WriteRecord"
+	OpTableDelete  Op = "Table.DeleteRecord"
+	OpTableNames   Op = "Table.RecordNames"
 	OpDelete       Op = "Reader.Delete"
 	OpReadRecord   Op = "Reader.ReadRecord"
 	OpWriteRecord  Op = "Reader.WriteRecord"
@@ -30,33 +34,111 @@ const (
 // plan says, as WrapWriter does for the dump side: each method of
 // sink.Reader, the ReadAt and Close of the Files it opens, the methods of
 // the SegmentWriters it creates, and the optional interfaces r implements
-// (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister),
-// and no others. A listing (List, Names, RecordNames) is one call: Fail
+// (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister,
+// the tables' calls when it is a sink.Tables), and no others. A listing (List, Names, RecordNames) is one call: Fail
 // yields only the failure, Lost lists everything first and then yields only
 // the failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
 	w := &reader{inner: r, in: in}
 	_, rec := r.(sink.Recoverer)
 	_, names := r.(sink.NameLister)
+	_, tables := r.(sink.Tables)
+	var opt struct {
+		sink.Recoverer
+		sink.NameLister
+		sink.Tables
+	}
+	if rec {
+		opt.Recoverer = readerRecoverer{w}
+	}
+	if names {
+		opt.NameLister = readerNames{w}
+	}
+	if tables {
+		opt.Tables = readerTables{w}
+	}
+	// Each combination of optional interfaces is a type of its own, so
+	// that a type assertion finds exactly those r has.
 	switch {
+	case rec && names && tables:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Tables
+		}{w, opt.Recoverer, opt.NameLister, opt.Tables}
 	case rec && names:
 		return struct {
 			*reader
 			sink.Recoverer
 			sink.NameLister
-		}{w, readerRecoverer{w}, readerNames{w}}
+		}{w, opt.Recoverer, opt.NameLister}
+	case rec && tables:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Tables
+		}{w, opt.Recoverer, opt.Tables}
+	case names && tables:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Tables
+		}{w, opt.NameLister, opt.Tables}
 	case rec:
 		return struct {
 			*reader
 			sink.Recoverer
-		}{w, readerRecoverer{w}}
+		}{w, opt.Recoverer}
 	case names:
 		return struct {
 			*reader
 			sink.NameLister
-		}{w, readerNames{w}}
+		}{w, opt.NameLister}
+	case tables:
+		return struct {
+			*reader
+			sink.Tables
+		}{w, opt.Tables}
 	}
 	return w
+}
+
+// readerTables hands out a wrapped Reader's tables, their calls counted.
+type readerTables struct{ r *reader }
+
+func (rt readerTables) Table(name string) (sink.Records, error) {
+	t, err := rt.r.inner.(sink.Tables).Table(name)
+	if err != nil {
+		return nil, err
+	}
+	return &table{inner: t, in: rt.r.in}, nil
+}
+
+// table is a table whose calls are counted.
+type table struct {
+	inner sink.Records
+	in    *Injector
+}
+
+func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
+	rec, err := Call(ctx, t.in, OpTableRead, func() (record, error) {
+		data, version, err := t.inner.ReadRecord(ctx, key)
+		return record{data, version}, err
+	}, nil)
+	return rec.data, rec.version, err
+}
+
+func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVersion string) (string, error) {
+	return Call(ctx, t.in, OpTableWrite, func() (string, error) { return t.inner.WriteRecord(ctx, key, data, ifVersion) }, nil)
+}
+
+func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
+	return t.in.Do(ctx, OpTableDelete, func() error { return t.inner.DeleteRecord(ctx, key, ifVersion) })
+}
+
+func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	return listing(ctx, t.in, OpTableNames, func() iter.Seq2[string, error] { return t.inner.RecordNames(ctx) })
 }
 
 // readerNames forwards a wrapped Reader's Names, counted.
