@@ -49,6 +49,7 @@ func TestFaultsRestore(t *testing.T) {
 		// last call of each operation, and no cancellations.
 		{restorefaults.S3Store(srv), restorefaults.Variant{}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
 		{dirs, restorefaults.Variant{Encrypted: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+		{dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
 	} {
 		t.Run(tc.store.Name()+"-"+tc.variant.String(), func(t *testing.T) {
 			sel := tc.sel

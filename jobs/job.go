@@ -54,7 +54,8 @@ type Spec struct {
 	ID string `json:"-"`
 	// At is when the job is due, to the second (UTC): it never starts
 	// before. A job due in the past starts at once and says how late.
-	// Default: when it is created.
+	// Default (zero): when it is created; a Create retried later with a
+	// zero At is the same job.
 	At time.Time `json:"at,omitzero"`
 	// Windows restrict when the job runs: daily windows "HH:MM-HH:MM"
 	// (or HH:MM:SS), in TimeZone; the job starts at At or the next
@@ -163,10 +164,9 @@ func (s *Spec) validate(now time.Time) error {
 	if s.MaxAttempts == 0 {
 		s.MaxAttempts = DefaultMaxAttempts
 	}
-	if s.At.IsZero() {
-		s.At = now
+	if !s.At.IsZero() {
+		s.At = s.At.UTC().Truncate(time.Second)
 	}
-	s.At = s.At.UTC().Truncate(time.Second)
 	if s.Since.IsZero() != true {
 		s.Since = s.Since.UTC()
 	}

@@ -167,7 +167,11 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
 	if err := spec.validate(now); err != nil {
 		return Job{}, err
 	}
-	job := Job{ID: spec.ID, State: Pending, At: spec.due(spec.At), Created: now, Spec: spec}
+	at := spec.At
+	if at.IsZero() {
+		at = now.Truncate(time.Second)
+	}
+	job := Job{ID: spec.ID, State: Pending, At: spec.due(at), Created: now, Spec: spec}
 	// The marker first: a record without one would never be run. A
 	// marker without a record (a Create that stopped here) is removed by
 	// a runner once it has seen it so for a lease.

@@ -21,8 +21,9 @@ const restoreFaultsBlock = "restore-fault-enumeration"
 // faultsRestore runs the restore side's fault enumeration (package
 // restorefaults, the code TestFaultsRestore runs): every fault point, in
 // every mode (pauses included), and every block boundary
-// (restorefaults.Every), or CI's sample with -short; on a directory, plain
-// and encrypted, and on versitygw (gofakes3 when there is none).
+// (restorefaults.Every), or CI's sample with -short; on a directory, plain,
+// encrypted and through restore jobs, and on versitygw (gofakes3 when there
+// is none).
 func faultsRestore(o *options) []result {
 	start := time.Now()
 	base, err := os.MkdirTemp("", "dlqdump-restorefaults-")
@@ -50,6 +51,7 @@ func faultsRestore(o *options) []result {
 	}{
 		{dirs, restorefaults.Variant{}},
 		{dirs, restorefaults.Variant{Encrypted: true}},
+		{dirs, restorefaults.Variant{Jobs: true}},
 		{restorefaults.S3Store(srv), restorefaults.Variant{}},
 	} {
 		h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: func() *exec.Cmd { return exec.Command(os.Args[0]) }}

@@ -343,7 +343,7 @@ func check(res *Result, all []jobs.Job, items []string, got [][]string, mu *sync
 		} else {
 			res.Problems = append(res.Problems, fmt.Sprintf("job %s %s: %s", j.ID, j.State, j.Error))
 		}
-		if j.Started.Before(j.Spec.At) { // At moves on when a job is put off
+		if !j.Spec.At.IsZero() && j.Started.Before(j.Spec.At) { // j.At moves on when a job is put off
 			res.Early++
 			res.Problems = append(res.Problems, fmt.Sprintf("job %s started at %s, due at %s", j.ID, j.Started.Format(time.RFC3339Nano), j.Spec.At.Format(time.RFC3339)))
 		}

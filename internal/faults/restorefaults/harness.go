@@ -121,11 +121,12 @@ func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
 	dst := &destination{}
 	out.metrics.blocks = &h.boundaries
 	h.boundaries = nil
-	r, err := dlqdump.NewRestorer(config(faults.WrapReader(p.Reader, in), dst, &out.metrics, ids))
+	rd := faults.WrapReader(p.Reader, in)
+	r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
 	if err != nil {
 		return nil, nil, err
 	}
-	out.errs = append(out.errs, passes(ctx, r))
+	out.errs = append(out.errs, drive(ctx, h.Variant.Jobs, rd, r))
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
@@ -169,18 +170,19 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 				go func() {
 					defer taker.Done()
 					defer in.Resume()
-					if err := finish(ctx, p, ids, &taken); err != nil {
+					if err := finish(ctx, p, ids, h.Variant.Jobs, &taken); err != nil {
 						taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
 					}
 				}()
 			}
 		}
 		dst := &destination{}
-		r, err := dlqdump.NewRestorer(config(faults.WrapReader(p.Reader, in), dst, &out.metrics, ids))
+		rd := faults.WrapReader(p.Reader, in)
+		r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
 		if err != nil {
 			return nil, err
 		}
-		_ = passes(ctx, r) // errors are expected: the fault
+		_ = drive(ctx, h.Variant.Jobs, rd, r) // errors are expected: the fault
 		taker.Wait()
 		in.Resume() // a pause that fired after the passes gave up
 		out.stats = append(out.stats, r.Stats())
@@ -194,7 +196,7 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	if err := finish(ctx, p, ids, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant.Jobs, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 1, &out, res)
@@ -222,13 +224,13 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = passes(cctx, r)
+	_ = drive(cctx, h.Variant.Jobs, p.Reader, r)
 	res.Reached = cctx.Err() != nil // cancelled, if only after the last delivery
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
 	out.inProcess = len(out.delivered)
-	if err := finish(ctx, p, ids, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant.Jobs, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 0, &out, res)
@@ -237,12 +239,24 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 
 // finish runs restorers without faults until the store is done: no ready
 // segment and no claim left (a claim left by the run is taken over once seen
-// unchanged for its lease).
-func finish(ctx context.Context, p *Place, ids []envelope.Identity, out *outcome) error {
+// unchanged for its lease); with jobs, the jobs are run to their end first.
+func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs bool, out *outcome) error {
 	dst := &destination{}
 	r, err := dlqdump.NewRestorer(config(p.Reader, dst, &out.metrics, ids))
 	if err != nil {
 		return err
+	}
+	if withJobs {
+		// The jobs end first: completed, each once, whatever the run
+		// left of them.
+		if err := runJobs(ctx, p.Reader, r); err != nil {
+			out.stats = append(out.stats, r.Stats())
+			_ = r.Close()
+			got := dst.items()
+			out.delivered = append(out.delivered, got...)
+			out.inProcess += len(got)
+			return fmt.Errorf("the jobs did not complete after the run: %w", err)
+		}
 	}
 	defer func() {
 		out.stats = append(out.stats, r.Stats())
@@ -285,6 +299,7 @@ type childSpec struct {
 	Place    placeSpec `json:"place"`
 	Identity string    `json:"identity,omitempty"`
 	Point    string    `json:"point"`
+	Jobs     bool      `json:"jobs,omitempty"`
 }
 
 // IsChild reports whether this process was started to run ChildMain.
@@ -317,13 +332,14 @@ func ChildMain() int {
 	}
 	in := faults.New(pt)
 	var mw metrics
-	c := config(faults.WrapReader(p.Reader, in), nil, &mw, ids)
+	rd := faults.WrapReader(p.Reader, in)
+	c := config(rd, nil, &mw, ids)
 	c.Queue = &printing{dst: &destination{}, w: os.Stdout}
 	r, err := dlqdump.NewRestorer(c)
 	if err != nil {
 		return fail(err)
 	}
-	_ = passes(context.Background(), r)
+	_ = drive(context.Background(), spec.Jobs, rd, r)
 	_ = r.Close()
 	b, _ := json.Marshal(in.Counts())
 	fmt.Fprintf(os.Stdout, "%s%s\n", callsLine, b)
@@ -352,7 +368,7 @@ func (p *printing) Enqueue(x any) error {
 // returns what it delivered, the calls it made when it was not killed, and
 // whether the fault killed it.
 func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Point) ([]string, faults.Counts, bool, error) {
-	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String()})
+	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String(), Jobs: h.Variant.Jobs})
 	cmd := h.Child()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()

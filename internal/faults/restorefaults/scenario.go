@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/envelope"
+	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -25,18 +26,27 @@ const (
 	refused                      = "refused" // the destination always refuses it
 )
 
-// Variant is a form of the scenario's data.
+// Variant is a form of the scenario.
 type Variant struct {
 	// Encrypted seals the segments under a key of an age identity made
 	// for the run, which the restorers hold.
 	Encrypted bool
+	// Jobs restores through restore jobs (package jobs) instead of
+	// passes: a job selecting reason=failed, run by a jobs.Runner, then
+	// a job of every record; their records in the store's table are
+	// faulted too.
+	Jobs bool
 }
 
 func (v Variant) String() string {
+	s := "plain"
 	if v.Encrypted {
-		return "encrypted"
+		s = "encrypted"
 	}
-	return "plain"
+	if v.Jobs {
+		s += ", jobs"
+	}
+	return s
 }
 
 // seeded is what Seed wrote: every record, the largest number of records in
@@ -203,10 +213,75 @@ func config(rd sink.Reader, dst *destination, mw *metrics, ids []envelope.Identi
 // run that failed or died is taken over that long after it is first seen.
 const claimsLease = 150 * time.Millisecond
 
-// passes runs the scenario's two passes: filtered on reason=failed, then
-// every record. It returns the first error.
-func passes(ctx context.Context, r *dlqdump.Restorer) error {
-	_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}})
-	_, err2 := r.Run(ctx, dlqdump.RunOptions{})
-	return errors.Join(err1, err2)
+// drive runs the scenario with r over rd: two passes, filtered on
+// reason=failed, then every record; or, with jobs, the same as two restore
+// jobs run one after the other. It returns the first error.
+func drive(ctx context.Context, jobs bool, rd sink.Reader, r *dlqdump.Restorer) error {
+	if !jobs {
+		_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}})
+		_, err2 := r.Run(ctx, dlqdump.RunOptions{})
+		return errors.Join(err1, err2)
+	}
+	return runJobs(ctx, rd, r)
+}
+
+// jobSpecs are the scenario's jobs, created (idempotently) one after the
+// other.
+var jobSpecs = []jobs.Spec{
+	{ID: "failed", Where: map[string]string{dlqdump.HeaderReason: "failed"}},
+	{ID: "all"},
+}
+
+// runJobs creates each job and runs it with a runner on r, until it has
+// ended (or a job deadline).
+func runJobs(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer) error {
+	st, err := jobs.Open(rd)
+	if err != nil {
+		return err
+	}
+	rn, err := jobs.NewRunner(st, []*dlqdump.Restorer{r}, &jobs.RunnerOptions{Owner: "restorefaults-runner", Lease: claimsLease,
+		PollInterval: 10 * time.Millisecond, RetryBase: 5 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if err := rn.Start(); err != nil {
+		return err
+	}
+	defer rn.Close()
+	for _, spec := range jobSpecs {
+		if _, err := st.Create(ctx, spec); err != nil {
+			return err
+		}
+		if err := waitEnded(ctx, st, spec.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jobDeadline bounds the wait for a job of the scenario: far above the few
+// leases and retries a faulted run needs.
+const jobDeadline = 30 * time.Second
+
+// waitEnded waits until job id has ended, and returns an error unless it
+// completed.
+func waitEnded(ctx context.Context, st *jobs.Store, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, jobDeadline)
+	defer cancel()
+	for {
+		j, err := st.Get(ctx, id)
+		switch {
+		case err == nil && j.State == jobs.Completed:
+			return nil
+		case err == nil && j.State.Final():
+			return fmt.Errorf("job %s %s: %s", id, j.State, j.Error)
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("job %s not ended: %w (last: %+v, %v)", id, ctx.Err(), j, err)
+		}
+	}
 }
