@@ -94,7 +94,9 @@ func (x *execution) pass(ctx context.Context) {
 		}
 		opts.Limit = spec.Limit - done
 	}
-	if x.job.Left == 0 && x.job.Delivered == 0 && x.job.Attempts == 1 {
+	if x.job.Left == 0 && x.job.Delivered == 0 && x.job.Attempts == 1 && len(spec.Segments) == 0 {
+		// What is left is estimated by a dry run over the store, once:
+		// a job over named segments reads them only to deliver.
 		dry := opts
 		dry.DryRun = true
 		if rep, err := x.r.Run(x.keep.Context(), dry); err == nil {
@@ -227,10 +229,7 @@ func (x *execution) write(ctx context.Context) {
 	x.keep.Stop()
 	p, err := json.Marshal(&x.job)
 	if err == nil {
-		err = x.cl.SaveRecord(ctx, p, "")
-	}
-	if err == nil {
-		err = x.cl.Release(ctx)
+		err = x.cl.ReleaseWith(ctx, p, "")
 	}
 	if err != nil && !errors.Is(err, claims.ErrLeaseLost) {
 		x.rn.log.Warn("recording a job's end failed; it is taken over after its lease", slog.String("job", x.id), slog.Any("error", err))

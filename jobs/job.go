@@ -110,7 +110,9 @@ type Job struct {
 	LateMS int64 `json:"late_ms,omitempty"`
 	// Delivered, Quarantined and Skipped count the records the job
 	// delivered, set aside for quarantine, and left (not selected) so
-	// far; Left estimates those still to deliver.
+	// far; Left estimates those still to handle, from a dry run when a
+	// job over the whole store first starts (0 for a job over named
+	// segments).
 	Delivered   uint64 `json:"delivered"`
 	Quarantined uint64 `json:"quarantined"`
 	Skipped     uint64 `json:"skipped,omitempty"`

@@ -55,16 +55,6 @@ func (cl *Claim) Record() Record {
 	return cl.rec
 }
 
-// SaveRecord writes the record with progress and the request in it set to
-// control (the holder acknowledging a request clears it).
-func (cl *Claim) SaveRecord(ctx context.Context, progress json.RawMessage, control string) error {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	rec := cl.rec
-	rec.Progress, rec.Control = progress, control
-	return cl.writeLocked(ctx, "save", rec)
-}
-
 // lastProgress returns the progress of the last write.
 func (cl *Claim) lastProgress() json.RawMessage {
 	cl.mu.Lock()
@@ -109,10 +99,20 @@ func (cl *Claim) Save(ctx context.Context, progress json.RawMessage) error {
 // Release ends the claim, keeping the last saved progress: the segment may be
 // claimed by anyone at once and resumes there.
 func (cl *Claim) Release(ctx context.Context) error {
+	return cl.ReleaseWith(ctx, nil, cl.Control())
+}
+
+// ReleaseWith ends the claim as Release does, in the same write saving
+// progress (nil keeps the last) and setting the request from outside to
+// control (the holder acknowledging a request clears it).
+func (cl *Claim) ReleaseWith(ctx context.Context, progress json.RawMessage, control string) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	rec := cl.rec
-	rec.Token, rec.State = "", StateOpen
+	rec.Token, rec.State, rec.Control = "", StateOpen, control
+	if progress != nil {
+		rec.Progress = progress
+	}
 	if err := cl.writeLocked(ctx, "release", rec); err != nil {
 		return err
 	}
