@@ -7,6 +7,7 @@
 //	go run ./cmd/dlqdump-bench dump    [flags]   # Queue into the fs sink
 //	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
 //	go run ./cmd/dlqdump-bench all     [flags]
+//	go run ./cmd/dlqdump-bench jobs    [flags]   # restore jobs: poll cost, start delay
 //
 // Run with -h for the flags.
 package main
@@ -39,10 +40,16 @@ type options struct {
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
+	if cmd == "jobs" {
+		if err := benchJobs(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	var o options
 	var capacity string
 	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
