@@ -1,6 +1,6 @@
 // Command dlqdump-reliability runs dlqdump through crashes, corruption, a full
 // disk, S3 faults, the dump and restore fault enumerations, several
-// restorers sharing a store, and fuzzing, and prints what survived:
+// restorers sharing a store, restore jobs, and fuzzing, and prints what survived:
 //
 //	go run ./cmd/dlqdump-reliability [-rounds 30] [-fuzztime 10m] [-out docs/RELIABILITY.md]
 //	go run ./cmd/dlqdump-reliability -short        # the CI version, a few minutes
@@ -19,7 +19,9 @@
 // fault enumeration (internal/faults/restorefaults, TestFaultsRestore's)
 // every point and every block boundary. Four restorer processes with the
 // same Owner drain 10,000 segments from a directory and from versitygw
-// (internal/drainers, TestRestorersShareAStore's). Every Fuzz target runs
+// (internal/drainers, TestRestorersShareAStore's). Seed 002's restore jobs
+// (internal/jobsim, TestJobsSeed002's): 10,000 jobs due over 60 s, 4 runner
+// processes, 2 killed and restarted. Every Fuzz target runs
 // for -fuzztime (10 minutes) and reports its executions per second. With -only and
 // -out, the rows and blocks of the sections run replace theirs in the
 // existing file and the rest of it is kept:
@@ -40,6 +42,7 @@ import (
 	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/internal/faults/dumpfaults"
 	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
+	"github.com/dlqdump/dlqdump/internal/jobsim"
 )
 
 type options struct {
@@ -82,6 +85,9 @@ func main() {
 	if drainers.IsChild() {
 		os.Exit(drainers.ChildMain())
 	}
+	if jobsim.IsChild() {
+		os.Exit(jobsim.ChildMain())
+	}
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 30, "SIGKILL rounds in each crash loop")
 	flag.DurationVar(&o.fuzztime, "fuzztime", 10*time.Minute, "time for each Fuzz target")
@@ -107,6 +113,7 @@ func main() {
 		{"dump fault enumeration", faultsDump},
 		{"restore fault enumeration", faultsRestore},
 		{"many restorers", manyRestorers},
+		{"restore jobs", restoreJobs},
 		{"fuzzing", fuzzing},
 	}
 	var all []result
