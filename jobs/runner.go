@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +41,7 @@ type Runner struct {
 	running map[string]bool      // jobs this runner runs
 	orphans map[string]time.Time // due markers without a job, since
 	held    map[string]time.Time // jobs other runners run: not looked at again until then
+	moved   time.Time            // when the markers due soon were last moved into "jobsdue"
 	started bool
 	closed  bool
 	cancel  context.CancelFunc
@@ -231,15 +231,29 @@ func (rn *Runner) RunDue(ctx context.Context) (next time.Time, err error) {
 	return rn.poll(ctx)
 }
 
-// poll lists the due markers from the first and starts the jobs it can.
+// poll lists the due markers from the first and starts the jobs it can;
+// every tenth of the horizon, it first moves the markers that came within
+// it into "jobsdue".
 func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 	now := time.Now()
-	for key, err := range rn.store.t.RecordNames(ctx) {
+	rn.mu.Lock()
+	promote := now.Sub(rn.moved) >= horizon/promoteEvery
+	rn.mu.Unlock()
+	if promote {
+		n, err := rn.store.promote(ctx, now.Add(horizon))
+		if err != nil {
+			return next, fmt.Errorf("dlqdump: moving the jobs due within the hour: %w", err)
+		}
+		rn.mu.Lock()
+		rn.moved = now
+		rn.mu.Unlock()
+		if n > 0 {
+			rn.log.Debug("jobs now due within the hour", slog.Int("jobs", n))
+		}
+	}
+	for key, err := range rn.store.due.RecordNames(ctx) {
 		if err != nil {
 			return next, err
-		}
-		if !strings.HasPrefix(key, dueKind) {
-			break // past the markers: they sort first
 		}
 		at, id, ok := parseDueKey(key)
 		if !ok {

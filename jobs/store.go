@@ -14,21 +14,40 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// The jobs of a store are records of its table "jobs" (sink.Tables), beside
-// its segments, changed only by compare-and-swap:
+// The jobs of a store are records of its tables (sink.Tables), beside its
+// segments, changed only by compare-and-swap. Table "jobs" holds
 //
-//	d-20261127T030000.000Z-ID  a due marker: the job is due then
-//	j-ID                    the job: a claim record (package claims) whose
-//	                        progress is the Job
-//	r-OWNER                 a runner's heartbeat: what it serves, and when
+//	j-ID     the job: a claim record (package claims) whose progress is
+//	         the Job
+//	r-OWNER  a runner's heartbeat: what it serves, and when
 //
-// Keys sort by kind, then time: a runner lists the due markers from the
-// first on and stops at the first one due later, so a poll costs what is
-// due, not what is pending. A pending job has a marker; a job that ends,
-// or is paused, loses it.
+// and the due markers, d-20261127T030000.000Z-ID (the job is due then),
+// are in two tables of their own: "jobsdue" for the jobs due within the
+// horizon (an hour) of when the marker was written, "jobslater" for the
+// others. Markers sort by time: a runner lists "jobsdue" from the first on
+// and stops at the first one due later, and every tenth of the horizon
+// moves the markers of "jobslater" that come within it into "jobsdue".
+// So a poll costs what is due soon, not what is pending: a hundred
+// thousand jobs due tomorrow are read every few minutes, not every second
+// (on S3 a poll is one listing request either way; on a directory a
+// listing reads the whole directory). A pending job has a marker; a job
+// that ends, or is paused, loses it.
 
 // Table is the name of the table of jobs.
 const Table = "jobs"
+
+// The tables of the due markers.
+const (
+	dueTable   = "jobsdue"
+	laterTable = "jobslater"
+)
+
+// horizon splits the markers between dueTable and laterTable; the runners
+// move them every horizon/promoteEvery.
+const (
+	horizon      = time.Hour
+	promoteEvery = 10
+)
 
 const (
 	dueKind    = "d-"
@@ -73,8 +92,9 @@ var (
 // Store keeps the restore jobs of a dump: create, read and control them
 // from any process. It is safe for concurrent use.
 type Store struct {
-	t   sink.Records
-	now func() time.Time
+	t          sink.Records // the jobs and the heartbeats
+	due, later sink.Records // the due markers
+	now        func() time.Time
 }
 
 // Open returns the jobs of the store rd, which must keep tables
@@ -84,11 +104,18 @@ func Open(rd sink.Reader) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: Reader: %T keeps no tables, where restore jobs live", dlqdump.ErrConfig, rd)
 	}
-	t, err := tb.Table(Table)
-	if err != nil {
-		return nil, err
+	s := &Store{now: time.Now}
+	for _, t := range []struct {
+		name string
+		to   *sink.Records
+	}{{Table, &s.t}, {dueTable, &s.due}, {laterTable, &s.later}} {
+		r, err := tb.Table(t.name)
+		if err != nil {
+			return nil, err
+		}
+		*t.to = r
 	}
-	return &Store{t: t, now: time.Now}, nil
+	return s, nil
 }
 
 // entry is a job as read, with its claim record and version.
@@ -199,13 +226,29 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
 	return job, s.ensureMarker(ctx, &job)
 }
 
+// markers returns the table a marker due at is written to now.
+func (s *Store) markers(at time.Time) sink.Records {
+	if at.After(s.now().Add(horizon)) {
+		return s.later
+	}
+	return s.due
+}
+
 // putMarker writes the due marker of a job, if it is not there.
 func (s *Store) putMarker(ctx context.Context, at time.Time, id string) error {
-	_, err := s.t.WriteRecord(ctx, dueKey(at, id), []byte(`{}`), "")
+	if err := putKey(ctx, s.markers(at), dueKey(at, id)); err != nil {
+		return fmt.Errorf("dlqdump: job %s: write its due marker: %w", id, err)
+	}
+	return nil
+}
+
+// putKey writes an empty record of key, if it is not there.
+func putKey(ctx context.Context, t sink.Records, key string) error {
+	_, err := t.WriteRecord(ctx, key, []byte(`{}`), "")
 	if err == nil || errors.Is(err, sink.ErrConflict) {
 		return nil
 	}
-	return fmt.Errorf("dlqdump: job %s: write its due marker: %w", id, err)
+	return err
 }
 
 // ensureMarker puts back the marker of a pending job.
@@ -216,21 +259,58 @@ func (s *Store) ensureMarker(ctx context.Context, j *Job) error {
 	return s.putMarker(ctx, j.At, j.ID)
 }
 
-// dropMarker removes a due marker, if it is there.
+// dropMarker removes a due marker from "jobsdue", where the runners found
+// it, if it is there. A copy left in "jobslater" (a move that stopped half
+// way) comes back into "jobsdue" with the next move, and is removed then.
 func (s *Store) dropMarker(ctx context.Context, at time.Time, id string) error {
-	key := dueKey(at, id)
-	_, version, err := s.t.ReadRecord(ctx, key)
+	return dropKey(ctx, s.due, dueKey(at, id))
+}
+
+// dropMarkers removes a due marker from both tables.
+func (s *Store) dropMarkers(ctx context.Context, at time.Time, id string) error {
+	return errors.Join(dropKey(ctx, s.later, dueKey(at, id)), dropKey(ctx, s.due, dueKey(at, id)))
+}
+
+// dropKey removes the record of key, if it is there.
+func dropKey(ctx context.Context, t sink.Records, key string) error {
+	_, version, err := t.ReadRecord(ctx, key)
 	if errors.Is(err, sink.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	err = s.t.DeleteRecord(ctx, key, version)
+	err = t.DeleteRecord(ctx, key, version)
 	if errors.Is(err, sink.ErrNotFound) || errors.Is(err, sink.ErrConflict) {
 		return nil
 	}
 	return err
+}
+
+// promote moves the markers of "jobslater" due until then into "jobsdue"
+// (each written there before it is removed here), and returns how many.
+func (s *Store) promote(ctx context.Context, until time.Time) (int, error) {
+	moved := 0
+	for key, err := range s.later.RecordNames(ctx) {
+		if err != nil {
+			return moved, err
+		}
+		at, _, ok := parseDueKey(key)
+		if !ok {
+			continue
+		}
+		if at.After(until) {
+			break
+		}
+		if err := putKey(ctx, s.due, key); err != nil {
+			return moved, err
+		}
+		if err := dropKey(ctx, s.later, key); err != nil {
+			return moved, err
+		}
+		moved++
+	}
+	return moved, nil
 }
 
 // Get returns the job of id; an unknown ID is an error wrapping
@@ -378,7 +458,7 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 	if err := s.write(ctx, e); err != nil {
 		return false, err
 	}
-	return false, s.dropMarker(ctx, j.At, j.ID)
+	return false, s.dropMarkers(ctx, j.At, j.ID)
 }
 
 // Wait returns the job once it has ended (completed, failed or cancelled),

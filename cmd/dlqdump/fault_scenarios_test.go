@@ -54,6 +54,7 @@ var faultScenarios = []faultScenario{
 	{"rewrap", 4, rewrapScenario},
 	{"verify-salvage", 3, salvageScenario},
 	{"quarantine-release", 3, releaseScenario},
+	{"prune", 4, pruneScenario},
 }
 
 // TestFaultPoints runs each scenario's command, interrupted by SIGKILL and

@@ -18,6 +18,7 @@ type pruneFlags struct {
 	maxBytes    string
 	dryRun      bool
 	now         string
+	lease       time.Duration
 }
 
 func newPruneCmd(a *app) *cobra.Command {
@@ -59,6 +60,8 @@ prefix can do the same without this command, but removes silently.`,
 	fl.StringVar(&f.maxBytes, "max-bytes", "", "keep at most this many bytes, removing the oldest segments, e.g. 10GiB (default: no limit)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would be removed; change nothing")
 	fl.StringVar(&f.now, "now", "", "measure ages from this time (forms of --since; a later time than now only with --dry-run)")
+	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each ready segment removed, renewed every third of it")
+	_ = fl.MarkHidden("lease")
 	return cmd
 }
 
@@ -93,7 +96,7 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner()}
+	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: f.lease}
 	switch area {
 	case sink.AreaReady:
 		cfg.Retention.Ready = lim

@@ -47,8 +47,9 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Long: `Redrive the ready records of a dump (all, the named segments, or those the
 filters select) with a dlqdump.Restorer, which claims each segment so that
 it never races another restorer, and delete what was delivered (--archive:
-move it to the archive area). Records the filters do not select stay ready,
-in a new segment that keeps the original's place in time.
+move it to the archive area). Records the filters do not select stay ready
+in their segment, which is not rewritten: its claim record says which of
+its records are delivered, and the next pass reads only the others.
 
 Without --to, each record is written to stdout as one JSON object and line:
   {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}

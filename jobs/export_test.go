@@ -1,0 +1,29 @@
+package jobs
+
+import (
+	"context"
+	"time"
+)
+
+// SetClock sets the clock the store writes by (its due markers' table).
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+// Markers returns the keys of the due markers in "jobsdue" and "jobslater".
+func (s *Store) Markers(ctx context.Context) (due, later []string, err error) {
+	for key, err := range s.due.RecordNames(ctx) {
+		if err != nil {
+			return nil, nil, err
+		}
+		due = append(due, key)
+	}
+	for key, err := range s.later.RecordNames(ctx) {
+		if err != nil {
+			return nil, nil, err
+		}
+		later = append(later, key)
+	}
+	return due, later, nil
+}
+
+// Promote moves the markers due until then into "jobsdue".
+func (s *Store) Promote(ctx context.Context, until time.Time) (int, error) { return s.promote(ctx, until) }
