@@ -26,4 +26,6 @@ func (s *Store) Markers(ctx context.Context) (due, later []string, err error) {
 }
 
 // Promote moves the markers due until then into "jobsdue".
-func (s *Store) Promote(ctx context.Context, until time.Time) (int, error) { return s.promote(ctx, until) }
+func (s *Store) Promote(ctx context.Context, until time.Time) (int, error) {
+	return s.promote(ctx, until)
+}
