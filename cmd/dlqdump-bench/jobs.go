@@ -193,7 +193,7 @@ func benchJobsOne(store string, pending, due int, span time.Duration) (string, e
 	_ = rn.Close()
 	slices.Sort(delays)
 	n := len(delays)
-	return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t", store, pending, perPoll.Round(10*time.Microsecond), reqs, n,
+	return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t", store, pending, perPoll.Round(100*time.Nanosecond), reqs, n,
 		delays[n/2].Round(time.Millisecond), delays[n*99/100].Round(time.Millisecond), delays[n-1].Round(time.Millisecond)), nil
 }
 
