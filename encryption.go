@@ -179,8 +179,7 @@ func (g *segRun) openFailed(err error) (handled bool, _ error) {
 		// Returned, for Run to count and name: a pass that restored
 		// nothing because it could decrypt nothing must say so.
 		if g.dry {
-			g.rep.ByReason["left: no key"]++
-			return true, err
+			return true, err // counted in NoKeySegments, its records unknown
 		}
 		r.mu.Lock()
 		r.skip[g.name] = leftInPlace{reason: err.Error(), noKey: true}

@@ -560,8 +560,18 @@ func (g *segRun) versionMismatch(v Version) error {
 	if f := g.sr.Footer(); f != nil {
 		records = int(f.Records)
 	}
-	switch r.c.VersionPolicy {
-	case VersionDelete:
+	switch {
+	case g.filtered && r.c.VersionPolicy != VersionKeep:
+		// A selective pass moves nothing it did not select: the policy
+		// is for a pass over everything.
+		g.rep.OtherVersionSegments++
+		g.rep.Skipped += uint64(records)
+		if !g.dry {
+			r.log.Info("a selective pass leaves a segment of another version in place", slog.String("segment", g.name),
+				slog.String("reason", reason), slog.Int("records", records))
+		}
+		return nil
+	case r.c.VersionPolicy == VersionDelete:
 		g.rep.DeletedSegments++
 		if g.dry {
 			g.rep.ByReason["delete: version "+v.String()] += uint64(records)
@@ -570,7 +580,7 @@ func (g *segRun) versionMismatch(v Version) error {
 		r.log.Warn("deleting a segment of another version", slog.String("segment", g.name), slog.String("reason", reason), slog.Int("records", records))
 		r.mw.Fail("version_deleted")
 		return g.end(claims.Destination{Delete: true})
-	case VersionKeep:
+	case r.c.VersionPolicy == VersionKeep:
 		if g.dry {
 			return nil
 		}

@@ -224,6 +224,11 @@ type Report struct {
 	// QuarantinedSegments and DeletedSegments count whole segments moved
 	// aside or deleted for their Version, their damage or their progress.
 	QuarantinedSegments, DeletedSegments int
+	// OtherVersionSegments counts the segments of another Version a
+	// selective pass (Where, Since, Until) left in place, their records
+	// counted in Skipped: only a pass over everything applies the
+	// VersionPolicy.
+	OtherVersionSegments int
 	// SideSegments counts the quarantine and remainder segments written.
 	SideSegments int
 	// LeftSegments counts the segments the pass left ready with records

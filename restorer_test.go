@@ -676,3 +676,38 @@ func TestRestoreLargeSegmentHeapBounded(t *testing.T) {
 
 var _ = json.Valid
 var _ = segment.Ext
+
+// A selective pass moves nothing it does not select: a segment of another
+// Version stays ready (counted), and only a pass over everything applies the
+// VersionPolicy to it.
+func TestSelectivePassLeavesOtherVersions(t *testing.T) {
+	dir := t.TempDir()
+	v1, v2 := dlqdump.NewVersion(1, 0, 0, 0), dlqdump.NewVersion(2, 0, 0, 0)
+	dumpItems(t, dir, dlqdump.Config{Version: v1}, []string{"old-1", "old-2", "old-3"})
+	dumpItems(t, dir, dlqdump.Config{Version: v2}, []string{"new-1"})
+	dst := &dest{}
+	r := newRestorer(t, dlqdump.Config{Version: v2, Reader: &fs.Reader{Directory: dir}, Queue: dst})
+	since := time.Now().Add(-time.Hour)
+	for _, dry := range []bool{true, false} {
+		rep, err := r.Run(t.Context(), dlqdump.RunOptions{Since: since, DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OtherVersionSegments != 1 || rep.Skipped != 3 || rep.QuarantinedSegments != 0 || rep.Quarantined != 0 {
+			t.Fatalf("dry run %v: report %+v: want the old segment left, its 3 records skipped", dry, rep)
+		}
+	}
+	if got := dst.got(); !slices.Equal(got, []string{"new-1"}) {
+		t.Fatalf("delivered %q", got)
+	}
+	if n := len(segmentsIn(t, dir)); n != 1 {
+		t.Fatalf("%d segments ready, want the old version's", n)
+	}
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.QuarantinedSegments != 1 || rep.OtherVersionSegments != 0 {
+		t.Fatalf("a pass over everything: %+v, want the old segment quarantined", rep)
+	}
+}

@@ -41,7 +41,7 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	dump, err := dlqdump.NewQueue(&dlqdump.Config{Capacity: dlqdump.Megabyte, Writer: &fs.Writer{Directory: dir}})
+	dump, err := dlqdump.NewQueue(&dlqdump.Config{Version: dlqdump.NewVersion(1, 0, 0, 0), Capacity: dlqdump.Megabyte, Writer: &fs.Writer{Directory: dir}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func Example_readme() {
 	}
 	job, err := store.Create(ctx, jobs.Spec{
 		ID:          "redrive-failed-2026-11-27", // a retry with the same ID creates no second job
-		At:          at,                          // to the second; never before
+		At:          at,                          // to the second (rounded up); never before
 		Where:       map[string]string{dlqdump.HeaderReason: "failed"},
 		Rate:        200, // items per second, this job alone
 		Destination: "billing",
@@ -79,6 +79,7 @@ func Example_readme() {
 	var restorers []*dlqdump.Restorer
 	for range 2 { // two jobs at once
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{
+			Version:      dlqdump.NewVersion(1, 0, 0, 0), // what the Queue dumps
 			Reader:       &fs.Reader{Directory: dir},
 			Decoder:      decoder.Fallthrough{AsString: true},
 			Queue:        q,                                                  // destination ""
@@ -105,6 +106,6 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	// README:end
-	fmt.Println(job.State, job.Delivered, billingQueue.n, ordersQueue.n, !job.Started.Before(at.Truncate(time.Second)))
+	fmt.Println(job.State, job.Delivered, billingQueue.n, ordersQueue.n, !job.Started.Before(at))
 	// Output: completed 100 100 0 true
 }

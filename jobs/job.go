@@ -52,8 +52,9 @@ type Spec struct {
 	// job with an ID that exists, with the same Spec, is no error (a retry
 	// after a lost answer creates no second job). Default: a random ID.
 	ID string `json:"-"`
-	// At is when the job is due, to the second (UTC): it never starts
-	// before. A job due in the past starts at once and says how late.
+	// At is when the job is due, to the second (UTC; a time between two
+	// seconds is rounded up to the next): it never starts before. A job
+	// due in the past starts at once and says how late.
 	// Default (zero): when it is created; a Create retried later with a
 	// zero At is the same job.
 	At time.Time `json:"at,omitzero"`
@@ -167,7 +168,7 @@ func (s *Spec) validate(now time.Time) error {
 		s.MaxAttempts = DefaultMaxAttempts
 	}
 	if !s.At.IsZero() {
-		s.At = s.At.UTC().Truncate(time.Second)
+		s.At = ceilSecond(s.At.UTC())
 	}
 	if s.Since.IsZero() != true {
 		s.Since = s.Since.UTC()
@@ -189,6 +190,14 @@ func (s *Spec) validate(now time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
 }
 
 // windows returns the spec's daily windows.

@@ -68,3 +68,31 @@ func TestRunnerPromotesJobsComingDue(t *testing.T) {
 		t.Fatalf("markers left: due %v, later %v, %v", due, later, err)
 	}
 }
+
+// A job paused before its second and resumed is due at its second still,
+// not at once; an At between two seconds is rounded up, never down.
+func TestJobResumedBeforeItsSecond(t *testing.T) {
+	js, err := jobs.Open(memsink.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	at := time.Now().Add(26 * time.Hour).Truncate(time.Second).Add(241 * time.Millisecond)
+	j, err := js.Create(ctx, jobs.Spec{ID: "tomorrow", At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := at.Truncate(time.Second).Add(time.Second).UTC()
+	if !j.At.Equal(want) {
+		t.Fatalf("due %s, want %s (rounded up)", j.At, want)
+	}
+	if _, err := js.Pause(ctx, "tomorrow"); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = js.Resume(ctx, "tomorrow"); err != nil || j.State != jobs.Pending || !j.At.Equal(want) {
+		t.Fatalf("resumed: %+v, %v; want pending, due %s", j, err, want)
+	}
+	if _, later, err := js.Markers(ctx); err != nil || len(later) != 1 {
+		t.Fatalf("later markers %v, %v: want the resumed job's", later, err)
+	}
+}

@@ -388,9 +388,10 @@ func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 	return s.control(ctx, id, requestCancel)
 }
 
-// Resume makes a paused job pending again, due at once (or at the next
-// opening of its windows). Resuming a job that is pending or running
-// changes nothing; one that ended is an error wrapping ErrFinished.
+// Resume makes a paused job pending again, due at once, or at its Spec.At
+// if that is still to come (or at the next opening of its windows after).
+// Resuming a job that is pending or running changes nothing; one that ended
+// is an error wrapping ErrFinished.
 func (s *Store) Resume(ctx context.Context, id string) (Job, error) {
 	return s.control(ctx, id, "resume")
 }
@@ -431,7 +432,12 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 		if j.State != Paused {
 			return true, nil
 		}
-		j.State, j.At, j.Error = Pending, j.Spec.due(now.Truncate(time.Second)), ""
+		// Due at once, or at its At if that is still to come.
+		at := now.Truncate(time.Second)
+		if j.Spec.At.After(at) {
+			at = j.Spec.At
+		}
+		j.State, j.At, j.Error = Pending, j.Spec.due(at), ""
 		if err := s.putMarker(ctx, j.At, j.ID); err != nil {
 			return false, err
 		}

@@ -86,7 +86,8 @@ record only stops every restore at that record: look at it with dlqdump cat.
 delivered or quarantined: at most N are offered to the destination. --dry-run reads everything and prints
 what would be delivered, by reason, changing nothing. Segments of any data
 Version are restored unless --version is given; then segments of other
-versions are moved to quarantine.
+versions are moved to quarantine (by a restore without --where, --since or
+--until: a filtered one leaves them in place).
 
 An interrupt (Ctrl-C) stops at the record being delivered and keeps a
 checkpoint (the segment's claim record), so the next restore resumes there.
@@ -400,7 +401,10 @@ func (a *app) printDryRun(l *location, rep *dlqdump.Report) error {
 		fmt.Fprintf(w, "damaged blocks   %d (their records cannot be restored; run dlqdump verify)\n", rep.DamagedBlocks)
 	}
 	if rep.NoKeySegments > 0 {
-		fmt.Fprintf(w, "no key for       %s (encrypted; they would be left in place)\n", plural(rep.NoKeySegments, "segment"))
+		fmt.Fprintf(w, "no key for       %s (encrypted: would be left in place)\n", plural(rep.NoKeySegments, "segment"))
+	}
+	if rep.OtherVersionSegments > 0 {
+		fmt.Fprintf(w, "other version    %s (a filtered restore leaves them in place: among the records left)\n", plural(rep.OtherVersionSegments, "segment"))
 	}
 	if len(rep.ByReason) > 0 {
 		fmt.Fprintln(w, "by reason:")
@@ -439,6 +443,9 @@ func (a *app) printReport(l *location, to string, rep *dlqdump.Report, hd *httpD
 	}
 	if rep.NoKeySegments > 0 {
 		fmt.Fprintf(&b, "\nleft %s in place: encrypted, and no identity given unwraps their keys", plural(rep.NoKeySegments, "segment"))
+	}
+	if rep.OtherVersionSegments > 0 {
+		fmt.Fprintf(&b, "\nleft %s of another version in place (a restore without filters quarantines them)", plural(rep.OtherVersionSegments, "segment"))
 	}
 	if len(rep.ByReason) > 0 {
 		b.WriteString("\ndelivered by reason:\n")

@@ -79,6 +79,7 @@ func addReport(a, b *dlqdump.Report) {
 	a.SideSegments += b.SideSegments
 	a.DamagedBlocks += b.DamagedBlocks
 	a.NoKeySegments += b.NoKeySegments
+	a.OtherVersionSegments += b.OtherVersionSegments
 	if a.ByReason == nil {
 		a.ByReason = map[string]uint64{}
 	}
