@@ -1,6 +1,8 @@
 package dlqdump
 
 import (
+	"github.com/dlqdump/dlqdump/internal/errs"
+
 	"context"
 	"errors"
 	"fmt"
@@ -184,7 +186,7 @@ func (q *Queue) Enqueue(x any) error {
 	body, err := q.c.Encoder.Encode(body, item)
 	*sp = body
 	if err != nil {
-		return q.refuse(refusedEncode, item, fmt.Errorf("%w: %w", ErrEncode, err))
+		return q.refuse(refusedEncode, item, errs.Chain(ErrEncode, err))
 	}
 	if len(body) > segment.MaxRecordSize {
 		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d", ErrTooLarge, item, len(body), segment.MaxRecordSize))

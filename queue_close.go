@@ -1,6 +1,8 @@
 package dlqdump
 
 import (
+	"github.com/dlqdump/dlqdump/internal/errs"
+
 	"context"
 	"errors"
 	"fmt"
@@ -207,14 +209,14 @@ func (q *Queue) accountLocked() *ShutdownError {
 	}
 	var (
 		opName     = q.calling
-		notWritten = fmt.Errorf("%w: %w: the queue was shut down before the record was written", ErrClosed, ErrNotWritten)
-		dropped    = fmt.Errorf("%w: %w: the queue was shut down before the record was synced, and the sink cannot recover the open segment holding it", ErrClosed, ErrNotWritten)
-		inDoubt    = fmt.Errorf("%w: %w: the queue was shut down while the sink call (%s) deciding the record's fate had not returned", ErrClosed, ErrInDoubt, opName)
-		unpub      = fmt.Errorf("%w: %w: the queue was shut down before the segment was published", ErrClosed, ErrNotStored)
+		notWritten = errs.Chain(ErrClosed, ErrNotWritten, errors.New("the queue was shut down before the record was written"))
+		dropped    = errs.Chain(ErrClosed, ErrNotWritten, errors.New("the queue was shut down before the record was synced, and the sink cannot recover the open segment holding it"))
+		inDoubt    = errs.Chain(ErrClosed, ErrInDoubt, fmt.Errorf("the queue was shut down while the sink call (%s) deciding the record's fate had not returned", opName))
+		unpub      = errs.Chain(ErrClosed, ErrNotStored, errors.New("the queue was shut down before the segment was published"))
 		notSynced  error
 	)
 	if s != nil {
-		notSynced = fmt.Errorf("%w: %w: the queue was shut down before the record was synced; it is in the open segment %s, which the next start publishes", ErrClosed, ErrNotSynced, s.name)
+		notSynced = errs.Chain(ErrClosed, ErrNotSynced, fmt.Errorf("the queue was shut down before the record was synced; it is in the open segment %s, which the next start publishes", s.name))
 	}
 	seen := map[*block]bool{}
 	answer := func(b *block) {

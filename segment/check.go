@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"github.com/dlqdump/dlqdump/internal/errs"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -123,7 +125,7 @@ func (r *Reader) checkJob(off int64) (j blockJob, verified bool, err error) {
 				// footer is reported, once, and no longer trusted;
 				// the block is read as it is.
 				r.footerLies = true
-				return j, true, r.corrupt(off, idx, fmt.Errorf("%w: %w: block does not match the footer's index; the block, authenticated, is read, the footer no longer used", ErrCorrupt, errFooterLies))
+				return j, true, r.corrupt(off, idx, errs.Chain(ErrCorrupt, errFooterLies, errors.New("block does not match the footer's index; the block, authenticated, is read, the footer no longer used")))
 			}
 			return j, true, r.corrupt(off, idx, fmt.Errorf("%w: block does not match the footer's index", ErrCorrupt))
 		}

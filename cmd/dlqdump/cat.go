@@ -138,8 +138,8 @@ func (a *app) cat(l *location, infos []sink.Info, flt *filter, format string, pp
 		}
 		segDamaged := false
 		cv := claimed[si.Name]
-		if cv.started() {
-			a.infof("%s: left out the records a restorer handled already (%s; see dlqdump ls)", si.Name, cv.counts(0, false))
+		if h := cv.handled(); h != "" {
+			a.infof("%s: left out the records a restorer handled already (%s; see dlqdump ls)", si.Name, h)
 		}
 		_, err := a.walk(l, si, walkOpts{flt: flt, done: cv}, func(_ *segment.Header, b *segment.Block) error {
 			for i := range b.Len() {

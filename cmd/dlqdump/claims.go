@@ -78,6 +78,19 @@ func (v *claimView) started() bool {
 	return v != nil && v.progErr == nil && (v.prog.Started() || len(v.prog.Aside) > 0)
 }
 
+// handled says what a restore did with the records cat and the like leave
+// out ("" when none): "N delivered[, M quarantined]".
+func (v *claimView) handled() string {
+	if !v.started() || v.prog.Delivered+v.prog.Quarantined == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d delivered", v.prog.Delivered)
+	if v.prog.Quarantined > 0 {
+		s += fmt.Sprintf(", %d quarantined", v.prog.Quarantined)
+	}
+	return s
+}
+
 // aside counts the records set aside before the position and not yet copied
 // into a side segment: they are still only in this segment.
 func (v *claimView) aside() uint64 {

@@ -313,20 +313,16 @@ func newJobWaitCmd(a *app) *cobra.Command {
 			}
 			a.printOut(fmt.Sprintf("%s: %s, %d delivered, %d quarantined", j.ID, j.State, j.Delivered, j.Quarantined))
 			if j.State != jobs.Completed {
-				return fmt.Errorf("job %s %s: %s", j.ID, j.State, orDefault(j.Error, "cancelled"))
+				if j.Error == "" {
+					return fmt.Errorf("job %s ended %s", j.ID, j.State)
+				}
+				return fmt.Errorf("job %s ended %s: %s", j.ID, j.State, j.Error)
 			}
 			return nil
 		}),
 	}
 	durationVar(cmd.Flags(), &timeout, "timeout", 0, "give up after this long (0: wait until it ends or an interrupt)")
 	return cmd
-}
-
-func orDefault(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func newJobRunCmd(a *app) *cobra.Command {
@@ -423,7 +419,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 	if err := rn.Close(); err != nil {
 		return err
 	}
-	a.infof("stopped: the jobs running were made pending again, for any runner")
+	a.infof("stopped; a job this runner was running is pending again, for any runner")
 	return nil
 }
 

@@ -149,10 +149,13 @@ func (a *app) warnf(format string, args ...any) {
 	a.printErr(named(fmt.Sprintf(format, args...)))
 }
 
-// named returns a message for stderr that begins with the program's name
-// once: the CLI's own messages get it here, while an error of the library
+// named returns a message for stderr that names the program once, at its
+// start: the CLI's own messages get it here, while an error of the library
 // carries it already, from the sentinel it wraps first (dlqdump: ...).
 func named(msg string) string {
+	// Errors that wrap several of the library's sentinels carry the name
+	// once per sentinel: once is enough.
+	msg = strings.ReplaceAll(msg, ": dlqdump: ", ": ")
 	if strings.HasPrefix(msg, "dlqdump: ") {
 		return msg
 	}

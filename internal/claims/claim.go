@@ -23,6 +23,7 @@ type Claim struct {
 	name  string
 	found json.RawMessage // progress when taken
 	state State           // state when taken
+	token string          // the claim's token, as taken (rec.Token is cleared on release)
 
 	mu      sync.Mutex
 	rec     Record // last written

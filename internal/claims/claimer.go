@@ -216,7 +216,7 @@ func (c *Claimer) write(ctx context.Context, name string, prev Record, version s
 		newVersion = curVersion
 	}
 	c.forget(name)
-	cl := &Claim{c: c, name: name, rec: rec, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}
+	cl := &Claim{c: c, name: name, rec: rec, token: rec.Token, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}
 	if len(rec.Publishing) > 0 {
 		// The previous holder decided to publish these: move them into
 		// place now (what fails is tried again by Finish).

@@ -60,7 +60,7 @@ const stagedPrefixLen = 16
 // name: a prefix of the claim's token, so that no two claims stage under one
 // name and a holder never moves what another left.
 func (cl *Claim) StagedName(name string) string {
-	return cl.rec.Token[:stagedPrefixLen] + "-" + name
+	return cl.token[:stagedPrefixLen] + "-" + name
 }
 
 // ParseStagedName splits a staged name into the token prefix of the claim
@@ -80,7 +80,7 @@ func ParseStagedName(staged string) (token, name string, ok bool) {
 // segment of p's name already there (an earlier attempt's copy of the same
 // records) is kept and the staged one removed.
 func (cl *Claim) Publish(ctx context.Context, p Publication, progress []byte) error {
-	if _, _, ok := ParseStagedName(p.Staged); !ok || !strings.HasPrefix(p.Staged, cl.rec.Token[:stagedPrefixLen]) {
+	if _, _, ok := ParseStagedName(p.Staged); !ok || !strings.HasPrefix(p.Staged, cl.token[:stagedPrefixLen]) {
 		return fmt.Errorf("dlqdump: publish %s: staged as %q, not under this claim's StagedName", p.Name, p.Staged)
 	}
 	cl.mu.Lock()
