@@ -27,22 +27,25 @@ type jobJSON struct {
 }
 
 // jobRates measures how fast running jobs deliver, from what successive
-// reads of their records say.
+// reads of their records say: a job records its progress after every
+// block, so the rate is taken over a window of up to rateWindow.
 type jobRates struct {
 	mu   sync.Mutex
-	seen map[string]rateSample
+	seen map[string][]rateSample // oldest first
 }
 
 type rateSample struct {
 	at        time.Time
 	delivered uint64
-	rate      float64 // records/s, smoothed
 }
 
-func newJobRates() *jobRates { return &jobRates{seen: map[string]rateSample{}} }
+// rateWindow is how far back a job's rate looks.
+const rateWindow = 20 * time.Second
 
-// observe notes a job's progress and returns its rate lately (0 until
-// measured).
+func newJobRates() *jobRates { return &jobRates{seen: map[string][]rateSample{}} }
+
+// observe notes a job's progress and returns its rate over the window (0
+// until measured over a second).
 func (jr *jobRates) observe(j *jobs.Job, now time.Time) float64 {
 	jr.mu.Lock()
 	defer jr.mu.Unlock()
@@ -51,19 +54,20 @@ func (jr *jobRates) observe(j *jobs.Job, now time.Time) float64 {
 		return 0
 	}
 	n := j.Delivered + j.Quarantined
-	s, ok := jr.seen[j.ID]
-	switch {
-	case !ok || n < s.delivered:
-		jr.seen[j.ID] = rateSample{at: now, delivered: n}
-	case now.Sub(s.at) >= 500*time.Millisecond:
-		r := float64(n-s.delivered) / now.Sub(s.at).Seconds()
-		if s.rate > 0 {
-			r = 0.5*r + 0.5*s.rate
-		}
-		jr.seen[j.ID] = rateSample{at: now, delivered: n, rate: r}
-		return r
+	ss := jr.seen[j.ID]
+	if len(ss) > 0 && n < ss[len(ss)-1].delivered {
+		ss = nil // its counts went back: another run
 	}
-	return s.rate
+	ss = append(ss, rateSample{at: now, delivered: n})
+	for len(ss) > 2 && now.Sub(ss[1].at) >= rateWindow || len(ss) > 64 {
+		ss = ss[1:]
+	}
+	jr.seen[j.ID] = ss
+	first := ss[0]
+	if dt := now.Sub(first.at); dt >= time.Second {
+		return float64(n-first.delivered) / dt.Seconds()
+	}
+	return 0
 }
 
 // forget drops the jobs not in ids.

@@ -178,11 +178,13 @@ function drawChart(canvas, legend, ch) {
 
 // ---------- segments ----------
 async function loadSegments(reset) {
-  if (reset) { S.segments = []; S.segNext = ''; S.selected.clear(); }
+  if (reset) { S.segments = []; S.segNext = ''; S.selected.clear(); S.segGen = (S.segGen || 0) + 1; }
+  const gen = S.segGen;
   const p = new URLSearchParams({area: S.segArea});
   if (S.segNext) p.set('after', S.segNext);
   try {
     const r = await api('segments', p);
+    if (gen !== S.segGen) return;
     S.segments = S.segments.concat(r.segments);
     S.segNext = r.next || '';
     renderSegments();
@@ -206,7 +208,7 @@ function renderSegments() {
     }}) : null;
     if (box && S.selected.has(s.name)) box.checked = true;
     body.append(el('tr', {'data-name': s.name},
-      el('td', {class: 'control'}, box),
+      readOnly() ? null : el('td', {class: 'control'}, box),
       el('td', {class: 'mono', text: s.name}),
       el('td', {class: 'state ' + s.state, text: state}),
       el('td', {class: 'num', text: fmtNum(s.records)}),
@@ -430,9 +432,9 @@ function renderJobs(r) {
     const pct = total ? Math.round(100 * done / total) : (j.state === 'completed' ? 100 : 0);
     const bar = el('div', {class: 'bar'}, el('div', {class: 'fill', style: null}));
     bar.firstChild.style.width = pct + '%';
-    const acts = el('td', {class: 'control'});
+    const acts = readOnly() ? null : el('td', {class: 'control'});
     const act = (verb, label) => acts.append(el('button', {'data-verb': verb, 'data-job': j.id, text: label, onclick: () => controlJob(j, verb)}), ' ');
-    if (!readOnly()) {
+    if (acts) {
       if (j.state === 'pending' || j.state === 'running') act('pause', 'Pause');
       if (j.state === 'paused') act('resume', 'Resume');
       if (!['completed', 'failed', 'cancelled'].includes(j.state)) act('cancel', 'Cancel');
