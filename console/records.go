@@ -117,7 +117,7 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 			var next cursor
 			var enc inspect.Encryption
 			full := false
-			_, err := h.walker.Walk(ctx, info, inspect.WalkOpts{Filter: &q.flt, Done: cv, From: from,
+			_, err := h.walker.Walk(ctx, info, inspect.WalkOpts{Filter: &q.flt, Done: cv, From: from, Stream: &segment.StreamOptions{},
 				Opened: func(sr *segment.Reader) { enc = inspect.EncryptionOf(sr) },
 				Sealed: func(bi segment.BlockInfo) error {
 					if q.flt.Timed() && !q.flt.Overlaps(bi.MinTime, bi.MaxTime) {

@@ -58,6 +58,13 @@ type WalkOpts struct {
 	Sealed func(bi segment.BlockInfo) error
 	// Opened, when set, is called with the segment's Reader once opened.
 	Opened func(sr *segment.Reader)
+	// Stream, when set, decodes the blocks of a segment read in order
+	// ahead of fn, on the goroutines it says (segment.Stream): a search
+	// through many records then uses every core. The blocks fn gets are
+	// released once it returns (their records' memory stays valid). Walks
+	// that pick blocks by time read them one at a time. Default nil: one
+	// block at a time, on the caller's goroutine.
+	Stream *segment.StreamOptions
 }
 
 // from returns where Walk starts: the first record the progress in o.Done
@@ -165,7 +172,20 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 		damage(err)
 		return nil
 	}
-	if timed || ft != nil && o.From > 0 {
+	if ft != nil && o.From > from.Seq && !timed {
+		// Start at the block of the first record wanted.
+		for _, bi := range ft.Blocks {
+			if bi.FirstSeq+uint64(bi.Count) > o.From {
+				from = segment.Position{Offset: bi.Offset, Seq: bi.FirstSeq}
+				break
+			}
+			from = segment.Position{Offset: sr.Size(), Seq: ft.Records} // past the last block
+		}
+		if from.Seq >= ft.Records {
+			return st, nil
+		}
+	}
+	if timed {
 		// Read only the blocks whose time range meets the filter, from
 		// the first record wanted.
 		for _, bi := range ft.Blocks {
@@ -191,6 +211,12 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 			// quarantines such a segment): read it all.
 			_ = sr.Seek(segment.Position{})
 		}
+	}
+	if o.Stream != nil {
+		return w.stream(ctx, sr, o, &st, func(blk *segment.Block) error {
+			st.Blocks++
+			return fn(&hdr, blk)
+		}, handle)
 	}
 	for {
 		if err := w.stop(ctx); err != nil {
@@ -249,5 +275,36 @@ func (w *Walker) walkSealed(ctx context.Context, sr *segment.Reader, st *WalkSta
 		st.Damaged++
 		countLost(st, ft, err)
 		damage(err)
+	}
+}
+
+// stream reads the rest of a segment through a segment.Stream: block
+// handles each intact block, handle each error that is damage.
+func (w *Walker) stream(ctx context.Context, sr *segment.Reader, o WalkOpts, st *WalkStats, block func(*segment.Block) error, handle func(error) error) (WalkStats, error) {
+	s := segment.NewStream(sr, o.Stream)
+	defer s.Close()
+	for {
+		if err := w.stop(ctx); err != nil {
+			return *st, err
+		}
+		blk, err := s.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return *st, nil
+		}
+		if err != nil {
+			if err := handle(err); err != nil {
+				return *st, err
+			}
+			continue
+		}
+		if o.From > 0 && blk.Info().FirstSeq+uint64(blk.Info().Count) <= o.From {
+			blk.Release()
+			continue // an unsealed segment: read up to the first record wanted
+		}
+		err = block(blk)
+		blk.Release()
+		if err != nil {
+			return *st, err
+		}
 	}
 }
