@@ -105,6 +105,12 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			// What the page told its user went wrong.
+			if errs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.consoleState ? window.consoleState.errors : []`)); err == nil && len(errs) > 0 {
+				t.Errorf("the page showed errors: %q", errs)
+			}
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if len(b.errors) > 0 {
@@ -164,7 +170,17 @@ func (b *browser) set(sel, v string) {
 // shot saves a screenshot of the whole page.
 func (b *browser) shot(name string) {
 	b.t.Helper()
-	png := value(b, "screenshot", chromedp.FullScreenshot(100))
+	b.save(name, value(b, "screenshot", chromedp.FullScreenshot(100)))
+}
+
+// view saves a screenshot of what the window shows.
+func (b *browser) view(name string) {
+	b.t.Helper()
+	b.save(name, value(b, "screenshot", chromedp.CaptureScreenshot()))
+}
+
+func (b *browser) save(name string, png []byte) {
+	b.t.Helper()
 	path := filepath.Join(b.dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Fatal(err)
@@ -325,6 +341,12 @@ func TestConsoleBrowser(t *testing.T) {
 	b.set("#search input[name=reason]", "failed")
 	b.run("select reason=failed", chromedp.Click("#search-go"))
 	b.wait("the filtered page", `!window.consoleState.searching && window.consoleState.records.length === 50`)
+	b.run("open a record of the page", chromedp.Click("#rec-body tr:nth-child(3)"))
+	b.wait("its view", `window.consoleState.detail && window.consoleState.detail.seq === window.consoleState.records[2].seq`)
+	if hd := b.text("#detail-headers"); !strings.Contains(hd, "reasonfailed") {
+		t.Fatalf("a record of the reason=failed page shows headers %q", hd)
+	}
+	b.view("records.png")
 	b.run("new job", chromedp.Click("#job-new"))
 	b.wait("the count", `document.getElementById('job-count').textContent.startsWith('It selects')`)
 	if got := b.text("#job-count"); !strings.Contains(got, "33,334 records") {

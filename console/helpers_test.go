@@ -27,7 +27,7 @@ var (
 
 // Marked records of a test store.
 const (
-	needle  = "needle-7f3a9c"             // in the payload of record needleAt only
+	needle  = "needle-7f3a9c"               // in the payload of record needleAt only
 	markup  = `<script>alert("x")</script>` // the payload of record markupAt
 	markupI = 3
 )

@@ -40,6 +40,7 @@ function fmtAge(sec) {
   return (sec / 86400).toFixed(1) + ' d';
 }
 function flash(msg, bad) {
+  if (bad) S.errors.push(msg);
   const f = $('flash');
   f.textContent = msg;
   f.className = 'flash' + (bad ? ' bad' : '');
@@ -204,7 +205,7 @@ function renderSegments() {
     if (s.error) note = (note ? note + ' — ' : '') + 'error: ' + s.error;
     const box = quar && !readOnly() ? el('input', {type: 'checkbox', 'data-name': s.name, onchange: ev => {
       if (ev.target.checked) S.selected.add(s.name); else S.selected.delete(s.name);
-      $('seg-release').disabled = S.selected.size === 0;
+      if ($('seg-release')) $('seg-release').disabled = S.selected.size === 0;
     }}) : null;
     if (box && S.selected.has(s.name)) box.checked = true;
     body.append(el('tr', {'data-name': s.name},
@@ -220,7 +221,7 @@ function renderSegments() {
       el('td', null, el('button', {class: 'link', text: 'records', onclick: () => browseSegment(s)}))));
   }
   $('seg-more').hidden = !S.segNext;
-  $('seg-release').disabled = S.selected.size === 0;
+  if ($('seg-release')) $('seg-release').disabled = S.selected.size === 0;
   for (const e of document.querySelectorAll('#segments .control')) e.hidden = !quar || readOnly();
 }
 function browseSegment(s) {
