@@ -5,8 +5,8 @@
 # shown only if apt fails), starts a
 # local S3 server, runs vet, gofmt and every test with the race detector,
 # checks and unit-tests the alerting rules with promtool and the dashboard's
-# expressions (monitoring/, a module of its own), then the short reliability loop and the benchmark smoke run, and stops
-# the server.
+# expressions (monitoring/, a module of its own), then the short reliability
+# loop and the benchmark smoke run, and stops the server.
 #
 #   ./scripts/test.sh
 set -euo pipefail
