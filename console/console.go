@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -97,8 +98,14 @@ type Handler struct {
 	hist    *histograms
 	acts    *actionLog
 	reasons *quarReasons
+	scans   chan struct{} // one token per search running
 	rates   *jobRates
 }
+
+// cacheSegments bounds the segments whose summaries and counts the console
+// keeps (a few hundred bytes each): a store of more segments has some read
+// again on each overview.
+const cacheSegments = 50_000
 
 // Errors of New.
 var errNoReader = fmt.Errorf("%w: console: Options.Reader is required", dlqdump.ErrConfig)
@@ -119,7 +126,7 @@ func New(opts *Options) (*Handler, error) {
 		o.SearchBudget = time.Second
 	}
 	h := &Handler{o: o, rd: o.Reader, jobs: o.Jobs, log: o.Logger.With(slog.String("component", "dlqdump.console")),
-		cache: newSummaryCache(10000), hist: newHistograms(10000), acts: newActionLog(100), rates: newJobRates(), reasons: newLRU[map[string]uint64](10000)}
+		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), reasons: newLRU[map[string]uint64](cacheSegments)}
 	if h.jobs == nil {
 		if st, err := jobs.Open(o.Reader); err == nil {
 			h.jobs = st

@@ -18,7 +18,9 @@ type areaJSON struct {
 }
 
 type overviewJSON struct {
-	Areas    map[string]*areaJSON `json:"areas"` // ready, claimed, quarantine, archive
+	// Areas counts by area: ready (not claimed), claimed, quarantine,
+	// archive (segments and bytes only: its records are not read).
+	Areas    map[string]*areaJSON `json:"areas"`
 	Oldest   string               `json:"oldest,omitempty"`
 	OldestS  float64              `json:"oldest_age_s"`
 	Damaged  int                  `json:"damaged"`
@@ -71,8 +73,15 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 				o.Error = err.Error()
 				break
 			}
-			s := h.summary(ctx, si, nil)
 			a := o.Areas[area.String()]
+			if area == sink.AreaArchive {
+				// Archived segments only grow: counted by the
+				// listing, not read.
+				a.Segments++
+				a.Bytes += si.Size
+				continue
+			}
+			s := h.summary(ctx, si, nil)
 			if area == sink.AreaReady && held[si.Name] != nil {
 				a = o.Areas["claimed"]
 			}

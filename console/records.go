@@ -52,6 +52,14 @@ var errPageFull = errors.New("page full")
 // scan calls emit for each record the query selects, from its cursor on,
 // until emit returns false (the page is full) or budget is spent.
 func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit func(hit) bool) scanResult {
+	// At most a few searches at once, each with its read-ahead: the others
+	// wait their turn (and their budget starts then).
+	select {
+	case h.scans <- struct{}{}:
+		defer func() { <-h.scans }()
+	case <-ctx.Done():
+		return scanResult{Errors: []string{ctx.Err().Error()}, Next: q.after.String()}
+	}
 	start := time.Now()
 	deadline := start.Add(budget)
 	var res scanResult

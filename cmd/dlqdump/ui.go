@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,9 +36,10 @@ resume, cancel it; release quarantined segments. Every change asks for
 confirmation, is a POST the page protects against other sites, and is
 logged on stderr. --read-only refuses every change and shows no control.
 
-It listens on 127.0.0.1:8081 unless --addr says otherwise. It has no
-authentication: on another address, put a proxy that authenticates in
-front of it (or mount console.New in your program behind your middleware).
+It listens on 127.0.0.1:8081 unless --addr says otherwise, and there answers
+only requests for localhost, 127.0.0.1 or [::1]. It has no authentication:
+on another address, put a proxy that authenticates in front of it (or mount
+console.New in your program behind your middleware).
 
 Records of encrypted segments show their metadata only unless an identity
 is given (--identity, DLQDUMP_IDENTITY, DLQDUMP_AWS_KMS); protobuf payloads
@@ -91,7 +93,9 @@ func (a *app) serveUI(addr string, h http.Handler, readOnly bool, where string) 
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", addr, err)
 	}
-	if !loopback(ln.Addr()) {
+	if loopback(ln.Addr()) {
+		h = localHosts(ln.Addr().(*net.TCPAddr).Port, h)
+	} else {
 		a.warnf("listening on %s, beyond this machine: the console has no authentication; put an authenticating proxy in front of it", ln.Addr())
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -120,6 +124,24 @@ func (a *app) serveUI(addr string, h http.Handler, readOnly bool, where string) 
 func loopback(addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// localHosts serves only requests addressed to this machine by name
+// (localhost, 127.0.0.1, [::1] and the port): a page of another site whose
+// name it made resolve to 127.0.0.1 (DNS rebinding) would be of the same
+// origin as the console, and could read its token.
+func localHosts(port int, h http.Handler) http.Handler {
+	ok := map[string]bool{}
+	for _, host := range []string{"localhost", "127.0.0.1", "[::1]"} {
+		ok[fmt.Sprintf("%s:%d", host, port)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok[strings.ToLower(r.Host)] {
+			http.Error(w, "dlqdump ui: this console answers only to localhost, 127.0.0.1 and [::1] (a request for "+strconv.Quote(r.Host)+" was refused)", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // lineWriter writes log lines through printErr, so they do not mix with a

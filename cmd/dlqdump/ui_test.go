@@ -146,6 +146,18 @@ func TestUI(t *testing.T) {
 	if code := postUI(t, url+"api/release", map[string]string{"X-Dlqdump-Token": meta.Token}); code != http.StatusOK {
 		t.Errorf("the page's POST: %d, want 200", code)
 	}
+	// A page of another site whose name resolves to 127.0.0.1 (DNS
+	// rebinding) is of the console's origin: it is refused by its Host.
+	req, _ := http.NewRequest(http.MethodGet, url+"api/meta", nil)
+	req.Host = "rebind.example" + url[strings.LastIndex(url, ":"):len(url)-1]
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("GET api/meta for Host %s: %d, want 421", req.Host, resp.StatusCode)
+	}
 	stopUI(t, u)
 	if !strings.Contains(u.stderr(), "console: release 0 of 0 quarantined segments") {
 		t.Errorf("the change is not logged:\n%s", u.stderr())

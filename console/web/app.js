@@ -108,7 +108,7 @@ function renderOverview(o) {
   c.append(card('Ready', fmtNum(a.ready.records) + ' records', sub(a.ready), 'ready'),
     card('Claimed', fmtNum(a.claimed.records) + ' records', sub(a.claimed), 'claimed'),
     card('Quarantined', fmtNum(a.quarantine.records) + ' records', sub(a.quarantine), 'quar'),
-    card('Archived', fmtNum(a.archive.records) + ' records', sub(a.archive), 'arch'),
+    card('Archived', fmtNum(a.archive.segments) + ' segments', fmtBytes(a.archive.bytes) + ' (restored, kept by Config.Archive)', 'arch'),
     card('Oldest ready record', fmtAge(o.oldest_age_s), o.oldest ? 'since ' + fmtTime(o.oldest) : 'nothing ready', o.oldest_age_s > 3600 ? 'warn' : ''));
   if (o.damaged) c.append(card('Damaged', fmtNum(o.damaged) + ' segments', 'dlqdump verify tells more', 'warn'));
   const live = $('live');
@@ -504,7 +504,7 @@ async function start() {
     $('job-new').addEventListener('click', () => newJob());
   }
   show('overview');
-  setInterval(() => { if (S.tab === 'overview' && !document.hidden) loadOverview(); }, 2000);
+  setInterval(() => { if (S.tab === 'overview' && !document.hidden) loadOverview(); }, 3000);
   setInterval(() => { if (S.tab === 'jobs' && !document.hidden) loadJobs(); }, 1000);
   if (S.meta.jobs) api('jobs').then(r => { S.runners = r.runners; }).catch(() => {});
   S.ready = true;
