@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,23 +20,10 @@ import (
 	"github.com/dlqdump/dlqdump/console"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/browsertest"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/sink"
 )
-
-// chromiumPath is Debian's chromium, installed by scripts/chromium.sh;
-// DEMO_CHROMIUM overrides it.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("DEMO_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := exec.LookPath(p); err != nil {
-		t.Fatalf("chromium not found at %s (%v): run scripts/chromium.sh to install it, or set DEMO_CHROMIUM", p, err)
-	}
-	return p
-}
 
 // shotDir is where the screenshots go: CONSOLE_SCREENSHOTS if set, else the
 // test's artifact directory (kept with go test -artifacts -outputdir DIR).
@@ -74,7 +60,7 @@ func newBrowser(t *testing.T) *browser {
 		}
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath(t)), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.ExecPath(browsertest.Chromium(t)), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("hide-scrollbars", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000))

@@ -105,6 +105,15 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	now := time.Now()
+	var runners []jobs.RunnerInfo
+	for ri, err := range h.jobs.Runners(ctx) {
+		if err != nil {
+			continue
+		}
+		runners = append(runners, ri)
+		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
+			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
+	}
 	ids := map[string]bool{}
 	for j, err := range h.jobs.List(ctx) {
 		if err != nil {
@@ -127,18 +136,11 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 				jj.ETA, jj.ETAS = inspect.JSONTime(now.Add(eta)), eta.Seconds()
 			}
 		}
-		jj.Waiting = inspect.JobWaiting(ctx, h.jobs, &j)
+		jj.Waiting = inspect.JobWaitingAmong(&j, runners)
 		out.Jobs = append(out.Jobs, jj)
 	}
 	h.rates.forget(ids)
 	slices.SortStableFunc(out.Jobs, func(a, b jobJSON) int { return b.Created.Compare(a.Created) })
-	for ri, err := range h.jobs.Runners(ctx) {
-		if err != nil {
-			continue
-		}
-		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
-			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
-	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -23,7 +23,7 @@ type overviewJSON struct {
 	Areas    map[string]*areaJSON `json:"areas"`
 	Oldest   string               `json:"oldest,omitempty"`
 	OldestS  float64              `json:"oldest_age_s"`
-	Damaged  int                  `json:"damaged"`
+	Damaged  int                  `json:"damaged"` // an unreadable header, or damaged blocks
 	Unsealed int                  `json:"unsealed"`
 	Reasons  chartJSON            `json:"by_reason"`
 	Errors   chartJSON            `json:"by_error"`
@@ -89,7 +89,7 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 			a.Records += s.Records
 			a.Bytes += si.Size
 			a.Raw += s.Raw
-			if len(s.Damage) > 0 && s.Sealed || !s.Read {
+			if !s.Read || inspect.CountBlockDamage(s.Damage) > 0 {
 				o.Damaged++
 			}
 			if s.Read && !s.Sealed {

@@ -124,7 +124,6 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 			res.Segments++
 			var next cursor
 			var enc inspect.Encryption
-			full := false
 			_, err := h.walker.Walk(ctx, info, inspect.WalkOpts{Filter: &q.flt, Done: cv, From: from, Stream: &segment.StreamOptions{},
 				Opened: func(sr *segment.Reader) { enc = inspect.EncryptionOf(sr) },
 				Sealed: func(bi segment.BlockInfo) error {
@@ -138,7 +137,6 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 					res.Scanned += uint64(bi.Count)
 					next = cursor{set: true, area: area, name: name, seq: bi.FirstSeq + uint64(bi.Count)}
 					if !emit(hit{si: info, sealed: bi, enc: enc}) {
-						full = true
 						return errPageFull
 					}
 					return nil
@@ -154,7 +152,6 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 					}
 					if !emit(hit{si: info, rec: &rec, enc: enc}) {
 						next = cursor{set: true, area: area, name: name, seq: rec.Seq + 1}
-						full = true
 						return errPageFull
 					}
 				}
@@ -167,7 +164,6 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 			}, func(err error) { res.Errors = append(res.Errors, err.Error()) })
 			switch {
 			case errors.Is(err, errPageFull):
-				_ = full
 				return stopAt(next)
 			case err != nil && ctx.Err() != nil:
 				res.Errors = append(res.Errors, err.Error())
@@ -306,9 +302,6 @@ func (h *Handler) handleRecords(w http.ResponseWriter, r *http.Request) {
 		out.Records = append(out.Records, h.recordOf(x, false))
 		return len(out.Records) < q.n
 	})
-	if len(out.Records) == q.n && out.Next == "" {
-		out.Done = true
-	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -505,7 +505,7 @@ async function start() {
   }
   show('overview');
   setInterval(() => { if (S.tab === 'overview' && !document.hidden) loadOverview(); }, 3000);
-  setInterval(() => { if (S.tab === 'jobs' && !document.hidden) loadJobs(); }, 1000);
+  setInterval(() => { if (S.tab === 'jobs' && !document.hidden) loadJobs(); }, 1500);
   if (S.meta.jobs) api('jobs').then(r => { S.runners = r.runners; }).catch(() => {});
   S.ready = true;
 }

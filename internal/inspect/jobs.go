@@ -15,11 +15,22 @@ func JobWaiting(ctx context.Context, st *jobs.Store, j *jobs.Job) string {
 	if j.State != jobs.Pending || j.At.After(time.Now()) {
 		return ""
 	}
-	var live, serving int
+	var runners []jobs.RunnerInfo
 	for ri, err := range st.Runners(ctx) {
-		if err != nil {
-			continue
+		if err == nil {
+			runners = append(runners, ri)
 		}
+	}
+	return JobWaitingAmong(j, runners)
+}
+
+// JobWaitingAmong is JobWaiting with the runners' heartbeats read already.
+func JobWaitingAmong(j *jobs.Job, runners []jobs.RunnerInfo) string {
+	if j.State != jobs.Pending || j.At.After(time.Now()) {
+		return ""
+	}
+	var live, serving int
+	for _, ri := range runners {
 		if time.Since(ri.Seen) > 3*max(ri.Every, time.Second) {
 			continue // not heard from lately
 		}
