@@ -91,6 +91,16 @@ func TestRecordsPaging(t *testing.T) {
 		t.Errorf("a bad path: %d, want 400", code)
 	}
 
+	// Names that are not segments' never reach the sink.
+	for _, bad := range []string{"../../etc/passwd", "x/y.dlq", ".tables.dlq", "a.txt"} {
+		if code := getJSON(t, srv, "record", url.Values{"area": {"ready"}, "segment": {bad}, "seq": {"0"}}, nil); code != http.StatusBadRequest {
+			t.Errorf("GET record of segment %q: %d, want 400", bad, code)
+		}
+		if code := getJSON(t, srv, "records", url.Values{"segment": {bad}}, nil); code != http.StatusBadRequest {
+			t.Errorf("GET records of segment %q: %d, want 400", bad, code)
+		}
+	}
+
 	// Markup stays text: the API gives it as a string, and the page
 	// shows it with textContent (the browser test checks that).
 	seen, _ = searchAll(t, get, url.Values{"q": {"<script>"}})
@@ -121,12 +131,16 @@ func TestReadOnlyAndForgedChanges(t *testing.T) {
 
 	rw, _ := serve(t, &console.Options{Reader: &fs.Reader{Directory: dir}})
 	tok := token(t, rw)
+	wrong := "0" + tok[1:]
+	if tok[0] == '0' {
+		wrong = "1" + tok[1:]
+	}
 	for _, c := range []struct {
 		what string
 		hdr  map[string]string
 	}{
 		{"no token", nil},
-		{"a wrong token", map[string]string{"X-Dlqdump-Token": "0" + tok[1:]}},
+		{"a wrong token", map[string]string{"X-Dlqdump-Token": wrong}},
 		{"another site's page", map[string]string{"X-Dlqdump-Token": tok, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
 	} {
 		if code, out := postJSON(t, rw, "release", c.hdr, body); code != http.StatusForbidden {

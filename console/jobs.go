@@ -263,6 +263,12 @@ func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "give segments or all, not both")
 		return
 	}
+	for _, n := range b.Segments {
+		if err := checkName(n); err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
 	defer cancel()
 	names := b.Segments

@@ -115,6 +115,9 @@ func (h *Handler) parseQuery(v url.Values) (*query, error) {
 		if s == "" {
 			continue
 		}
+		if err := checkName(s); err != nil {
+			return nil, err
+		}
 		if q.segments == nil {
 			q.segments = map[string]bool{}
 		}
@@ -168,4 +171,13 @@ func parseCursor(s string) (cursor, error) {
 		}
 	}
 	return cursor{}, badQuery("after %q: not a cursor this console gave", s)
+}
+
+// checkName returns an error wrapping dlqdump.ErrConfig unless name could
+// be a segment's: a plain name ending in ".dlq" (the sinks check it again).
+func checkName(name string) error {
+	if !strings.HasSuffix(name, ".dlq") || strings.ContainsAny(name, "/\\\x00") || strings.HasPrefix(name, ".") {
+		return badQuery("segment %q: not a segment name", name)
+	}
+	return nil
 }

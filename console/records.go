@@ -338,6 +338,10 @@ func (h *Handler) handleRecord(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "want area, segment and seq")
 		return
 	}
+	if err := checkName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	info := sink.Info{Name: name, Area: areas[0]}
 	var found *recordJSON
 	var enc inspect.Encryption
