@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -151,6 +150,16 @@ func (p *peakHeap) end() float64 {
 
 // benchStore runs the searches over a console of rd.
 func benchStore(b *testing.B, rd sink.Reader, at time.Time) {
+	var segs int
+	var size int64
+	for si, err := range rd.List(context.Background(), sink.AreaReady) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		segs++
+		size += si.Size
+	}
+	b.Logf("the store: %d segments, %.1f MiB stored", segs, float64(size)/(1<<20))
 	h, err := console.New(&console.Options{Reader: rd})
 	if err != nil {
 		b.Fatal(err)
@@ -204,7 +213,5 @@ func BenchmarkFirstPage(b *testing.B) {
 		at := writeBench(b, &s3.Writer{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix})
 		b.Logf("wrote %d records into versitygw in %s", benchRecords, time.Since(start).Round(time.Millisecond))
 		benchStore(b, &s3.Reader{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix}, at)
-		_ = context.Background
-		_ = os.Getenv
 	})
 }
