@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,21 +13,9 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-)
 
-// chromiumPath is Debian's chromium, installed by scripts/chromium.sh.
-// DEMO_CHROMIUM overrides it.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("DEMO_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := exec.LookPath(p); err != nil {
-		t.Fatalf("chromium not found at %s (%v): run scripts/chromium.sh to install it (apt-get install -y --no-install-recommends chromium), or set DEMO_CHROMIUM", p, err)
-	}
-	return p
-}
+	"github.com/dlqdump/dlqdump/internal/browsertest"
+)
 
 // screenshotPath is where the dashboard's screenshot goes: DEMO_SCREENSHOT if
 // set, else the test's artifact directory, which is kept with
@@ -94,7 +81,7 @@ func (c *consoleLog) snapshot() (errs, all []string) {
 // its charts fill with data, the producer button works, and a screenshot is
 // written.
 func TestDashboardBrowser(t *testing.T) {
-	bin := chromiumPath(t)
+	bin := browsertest.Chromium(t)
 	// chromedp may log from its goroutines; nothing reaches t after the test.
 	var logMu sync.Mutex
 	testDone := false

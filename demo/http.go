@@ -29,6 +29,13 @@ func (a *App) Handler() http.Handler {
 	}
 	files := http.FileServerFS(static)
 	mux.Handle("GET /", noCache(files))
+	con, err := a.consoleHandler()
+	if err != nil {
+		panic(err) // only a nil Reader fails, and the App always has one
+	}
+	// One pattern per method: "/console/" alone would conflict with "GET /".
+	mux.Handle("GET /console/", con)
+	mux.Handle("POST /console/", con)
 
 	// seed 003's task surface
 	mux.HandleFunc("POST /enqueue", a.handleEnqueue)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# when missing (versitygw; Debian's chromium through scripts/chromium.sh,
-# --no-install-recommends, apt's output shown only if apt fails), starts a
+# when missing (versitygw; Debian's chromium through scripts/chromium.sh and
+# promtool through scripts/promtool.sh, --no-install-recommends, apt's output
+# shown only if apt fails), starts a
 # local S3 server, runs vet, gofmt and every test with the race detector,
-# then the short reliability loop and the benchmark smoke run, and stops
-# the server.
+# checks and unit-tests the alerting rules with promtool and the dashboard's
+# expressions (monitoring/, a module of its own), then the short reliability
+# loop and the benchmark smoke run, and stops the server.
 #
 #   ./scripts/test.sh
 set -euo pipefail
@@ -17,6 +19,7 @@ phase() { echo "== $* (at ${SECONDS}s)"; }
 phase "tools"
 ./scripts/versitygw.sh install
 ./scripts/chromium.sh
+./scripts/promtool.sh
 
 phase "local S3 server"
 # A server of this run's own: another test.sh running at the same time (a
@@ -39,6 +42,10 @@ fi
 
 phase "go test -race"
 go test -race -count=1 -timeout 25m ./...
+
+phase "alerting rules and dashboard (monitoring/)"
+./scripts/promtool.sh check
+(cd monitoring && go vet ./... && go test -race -count=1 ./...)
 
 phase "reliability (short)"
 go run ./cmd/dlqdump-reliability -short

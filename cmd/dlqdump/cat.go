@@ -12,14 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -138,16 +135,16 @@ func (a *app) cat(l *location, infos []sink.Info, flt *filter, format string, pp
 		}
 		segDamaged := false
 		cv := claimed[si.Name]
-		if h := cv.handled(); h != "" {
+		if h := cv.Handled(); h != "" {
 			a.infof("%s: left out the records a restorer handled already (%s; see dlqdump ls)", si.Name, h)
 		}
-		_, err := a.walk(l, si, walkOpts{flt: flt, done: cv}, func(_ *segment.Header, b *segment.Block) error {
+		_, err := a.walk(l, si, walkOpts{Filter: flt, Done: cv}, func(_ *segment.Header, b *segment.Block) error {
 			for i := range b.Len() {
 				rec := b.Record(i)
-				if cv.skip(rec.Seq) || !flt.match(&rec) {
+				if cv.Skip(rec.Seq) || !flt.Match(&rec) {
 					continue
 				}
-				if flt.limit > 0 && printed >= flt.limit {
+				if flt.Limit > 0 && printed >= flt.Limit {
 					return errLimit
 				}
 				line.Reset()
@@ -209,7 +206,7 @@ func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format s
 		return nil
 	case "raw":
 		if pp != nil {
-			if js, _, err := pp.format(rec.Payload); err == nil {
+			if js, _, err := pp.Format(rec.Payload); err == nil {
 				buf.Write(js)
 				buf.WriteString("\n")
 				return nil
@@ -221,10 +218,10 @@ func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format s
 	}
 	j := recordJSON{
 		Segment: si.Name, Area: si.Area.String(), Seq: rec.Seq, Time: rec.When().Format(time.RFC3339Nano),
-		Headers: headersMap(rec.Headers),
+		Headers: inspect.HeadersMap(rec.Headers),
 	}
 	if pp != nil {
-		js, warn, err := pp.format(rec.Payload)
+		js, warn, err := pp.Format(rec.Payload)
 		if err == nil {
 			j.Payload, j.PayloadError = json.RawMessage(js), warn
 		} else {
@@ -232,26 +229,13 @@ func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format s
 		}
 	}
 	if j.Payload == nil {
-		j.Payload, j.PayloadBase64 = payloadJSON(rec.Payload)
+		j.Payload, j.PayloadBase64 = inspect.PayloadJSON(rec.Payload)
 	}
 	return jsonLine(buf, j)
 }
 
-// headersMap returns a record's headers as a map, empty (not nil) when it
-// has none.
-func headersMap(h segment.Headers) map[string]string {
-	m := make(map[string]string, h.Len())
-	for k, v := range h.All() {
-		m[k] = v
-	}
-	return m
-}
-
 // protoPrinter prints protobuf payloads of one message type as protojson.
-type protoPrinter struct {
-	mt    protoreflect.MessageType
-	types *dynamicpb.Types
-}
+type protoPrinter = inspect.Proto
 
 // loadProto reads a FileDescriptorSet and finds the message named name (its
 // full name, or a short name that is unique in the set).
@@ -269,63 +253,12 @@ func loadProto(file, name string) (*protoPrinter, error) {
 		return nil, fmt.Errorf("--proto-descriptor %s: %w (was it made with --include_imports?)", file, err)
 	}
 	name = strings.TrimPrefix(name, ".")
-	var md protoreflect.MessageDescriptor
-	if d, err := files.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
-		md, _ = d.(protoreflect.MessageDescriptor)
+	md, found := inspect.FindMessage(files, name)
+	switch {
+	case md != nil:
+		return inspect.NewProto(files, md), nil
+	case len(found) == 0:
+		return nil, fmt.Errorf("--proto-message %s: no such message in %s", name, file)
 	}
-	if md == nil {
-		var found []protoreflect.MessageDescriptor
-		files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-			found = appendMessages(found, fd.Messages(), name)
-			return true
-		})
-		switch len(found) {
-		case 0:
-			return nil, fmt.Errorf("--proto-message %s: no such message in %s", name, file)
-		case 1:
-			md = found[0]
-		default:
-			return nil, fmt.Errorf("--proto-message %s: ambiguous in %s (%s, %s, ...): give the full name", name, file, found[0].FullName(), found[1].FullName())
-		}
-	}
-	return &protoPrinter{mt: dynamicpb.NewMessageType(md), types: dynamicpb.NewTypes(files)}, nil
-}
-
-// appendMessages appends the messages, nested ones included, whose short
-// name is name.
-func appendMessages(dst []protoreflect.MessageDescriptor, msgs protoreflect.MessageDescriptors, name string) []protoreflect.MessageDescriptor {
-	for i := range msgs.Len() {
-		m := msgs.Get(i)
-		if string(m.Name()) == name {
-			dst = append(dst, m)
-		}
-		dst = appendMessages(dst, m.Messages(), name)
-	}
-	return dst
-}
-
-var _ protoregistry.MessageTypeResolver = (*dynamicpb.Types)(nil)
-
-// format parses a payload and returns its protojson, compacted (protojson
-// varies its spacing on purpose). warn says that the payload has fields the
-// descriptor does not know (protojson leaves them out).
-func (p *protoPrinter) format(payload []byte) (js []byte, warn string, err error) {
-	m := p.mt.New().Interface()
-	if err := (proto.UnmarshalOptions{Resolver: p.types}).Unmarshal(payload, m); err != nil {
-		// protobuf-go puts non-breaking spaces in its messages at random.
-		msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
-		return nil, "", fmt.Errorf("not a %s: %s", p.mt.Descriptor().FullName(), msg)
-	}
-	if u := m.ProtoReflect().GetUnknown(); len(u) > 0 {
-		warn = fmt.Sprintf("%d bytes of fields unknown to %s left out", len(u), p.mt.Descriptor().FullName())
-	}
-	js, err = protojson.MarshalOptions{Resolver: p.types}.Marshal(m)
-	if err != nil {
-		return nil, "", fmt.Errorf("protojson: %v", err)
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, js); err != nil {
-		return nil, "", err
-	}
-	return buf.Bytes(), warn, nil
+	return nil, fmt.Errorf("--proto-message %s: ambiguous in %s (%s, %s, ...): give the full name", name, file, found[0].FullName(), found[1].FullName())
 }

@@ -64,11 +64,11 @@ func (c *copier) cpNotes(si sink.Info) []string {
 		return nil
 	}
 	var notes []string
-	if v.rec.Held() {
-		notes = append(notes, fmt.Sprintf("a restorer (%s) holds its claim: the records it delivers are in the copy too", v.rec.Owner))
+	if v.Rec.Held() {
+		notes = append(notes, fmt.Sprintf("a restorer (%s) holds its claim: the records it delivers are in the copy too", v.Rec.Owner))
 	}
-	if v.started() && v.prog.Delivered > 0 {
-		notes = append(notes, fmt.Sprintf("a restorer already delivered %d of its records; they are in the copy too (cp copies bytes; mv carries the restore progress)", v.prog.Delivered))
+	if v.Started() && v.Prog.Delivered > 0 {
+		notes = append(notes, fmt.Sprintf("a restorer already delivered %d of its records; they are in the copy too (cp copies bytes; mv carries the restore progress)", v.Prog.Delivered))
 	}
 	return notes
 }
@@ -139,8 +139,8 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 	}
 	progress := cl.Progress()
 	v := &claimView{}
-	v.prog, v.progErr = claims.ParseProgress(progress)
-	started := v.progErr != nil || v.started()
+	v.Prog, v.ProgErr = claims.ParseProgress(progress)
+	started := v.ProgErr != nil || v.Started()
 	if _, ok := c.existing[si.Area][si.Name]; ok {
 		// A copy with the same bytes is there already (cp'd there):
 		// the source goes, DST's record is DST's truth.
@@ -182,8 +182,8 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 	cl.Unstaged(staged)
 	if started {
 		what := "its restore progress (damaged: a restore there quarantines it, as it would here)"
-		if v.progErr == nil {
-			what = fmt.Sprintf("its restore progress (%s): a restore in %s resumes there", v.counts(0, false), c.dst)
+		if v.ProgErr == nil {
+			what = fmt.Sprintf("its restore progress (%s): a restore in %s resumes there", v.Counts(0, false), c.dst)
 		}
 		res.notes = append(res.notes, "moved with "+what)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 )
 
 // filterFlags are the record selection flags shared by cat and restore.
@@ -25,38 +25,34 @@ func (f *filterFlags) register(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.limit, "limit", 0, "stop after this many records (0: no limit)")
 }
 
-// filter selects records.
-type filter struct {
-	since, until time.Time
-	where        dlqdump.Headers
-	limit        uint64
-}
+// filter selects records (see inspect.Filter).
+type filter = inspect.Filter
 
 // parse turns the flags into a filter, relative to now.
 func (f *filterFlags) parse(now time.Time) (*filter, error) {
-	flt := &filter{limit: f.limit}
+	flt := &filter{Limit: f.limit}
 	var err error
-	if flt.since, err = parseWhen("--since", f.since, now); err != nil {
+	if flt.Since, err = parseWhen("--since", f.since, now); err != nil {
 		return nil, err
 	}
-	if flt.until, err = parseWhen("--until", f.until, now); err != nil {
+	if flt.Until, err = parseWhen("--until", f.until, now); err != nil {
 		return nil, err
 	}
-	if !flt.since.IsZero() && !flt.until.IsZero() && !flt.since.Before(flt.until) {
-		return nil, usageErrorf("--since %s is not before --until %s", flt.since.Format(time.RFC3339Nano), flt.until.Format(time.RFC3339Nano))
+	if !flt.Since.IsZero() && !flt.Until.IsZero() && !flt.Since.Before(flt.Until) {
+		return nil, usageErrorf("--since %s is not before --until %s", flt.Since.Format(time.RFC3339Nano), flt.Until.Format(time.RFC3339Nano))
 	}
 	for _, w := range f.where {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || k == "" {
 			return nil, usageErrorf("--where %q: want KEY=VALUE", w)
 		}
-		if flt.where == nil {
-			flt.where = dlqdump.Headers{}
+		if flt.Where == nil {
+			flt.Where = dlqdump.Headers{}
 		}
-		if old, dup := flt.where[k]; dup && old != v {
+		if old, dup := flt.Where[k]; dup && old != v {
 			return nil, usageErrorf("--where: header %q cannot be both %q and %q", k, old, v)
 		}
-		flt.where[k] = v
+		flt.Where[k] = v
 	}
 	return flt, nil
 }
@@ -112,35 +108,7 @@ func parseAgo(s string) (time.Duration, error) {
 	return total, nil
 }
 
-// timed reports whether the filter bounds the records' times.
-func (f *filter) timed() bool { return !f.since.IsZero() || !f.until.IsZero() }
-
-// overlaps reports whether records between minT and maxT (Unix nanoseconds)
-// may pass the time bounds.
-func (f *filter) overlaps(minT, maxT int64) bool {
-	if !f.since.IsZero() && maxT < f.since.UnixNano() {
-		return false
-	}
-	if !f.until.IsZero() && minT >= f.until.UnixNano() {
-		return false
-	}
-	return true
-}
-
-// match reports whether a record passes the time bounds and headers.
-func (f *filter) match(rec *segment.Record) bool {
-	if !f.since.IsZero() && rec.Time < f.since.UnixNano() || !f.until.IsZero() && rec.Time >= f.until.UnixNano() {
-		return false
-	}
-	for k, v := range f.where {
-		if got, ok := rec.Headers.Lookup(k); !ok || string(got) != v {
-			return false
-		}
-	}
-	return true
-}
-
 // runOptions returns the Restorer's options for the filter.
-func (f *filter) runOptions() dlqdump.RunOptions {
-	return dlqdump.RunOptions{Since: f.since, Until: f.until, Where: f.where, Limit: f.limit}
+func runOptions(f *filter) dlqdump.RunOptions {
+	return dlqdump.RunOptions{Since: f.Since, Until: f.Until, Where: f.Where, Limit: f.Limit}
 }

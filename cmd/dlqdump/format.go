@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/dlqdump/dlqdump/internal/inspect"
 )
 
 // humanBytes returns n in binary units: "512 B", "12.3 KiB", "1.0 GiB".
@@ -37,46 +38,14 @@ func fmtRatio(r float64) string {
 
 // fmtTime formats a time for tables: RFC 3339 in UTC to the second; "-"
 // for the zero time.
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
+func fmtTime(t time.Time) string { return inspect.FmtTime(t) }
 
 // jsonTime formats a time for JSON output: RFC 3339 with nanoseconds, UTC;
 // "" for the zero time.
-func jsonTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
+func jsonTime(t time.Time) string { return inspect.JSONTime(t) }
 
-// printable reports whether b is valid UTF-8 made of printable characters,
-// tabs and line breaks: text that reads well as a JSON string.
-func printable(b []byte) bool {
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r == utf8.RuneError && n <= 1 {
-			return false
-		}
-		if !unicode.IsPrint(r) && r != '\n' && r != '\t' && r != '\r' {
-			return false
-		}
-		b = b[n:]
-	}
-	return true
-}
-
-// payloadJSON sets the payload fields of a JSON line: text when printable,
-// else base64.
-func payloadJSON(p []byte) (payload any, b64 bool) {
-	if printable(p) {
-		return string(p), false
-	}
-	return p, true // encoding/json writes []byte as base64
-}
+// printable reports whether b is printable text (see inspect.Printable).
+func printable(b []byte) bool { return inspect.Printable(b) }
 
 // jsonLine writes v as one line of JSON without HTML escaping.
 func jsonLine(w io.Writer, v any) error {

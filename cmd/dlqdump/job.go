@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/jobs"
 )
 
@@ -69,7 +70,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where,
+			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.Since, Until: flt.Until, Where: flt.Where,
 				Limit: limit, Rate: rate, Destination: dest, Area: area}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
@@ -225,32 +226,9 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	return t.write(a.stdout)
 }
 
-// waiting says why a due job has not started, from the runners'
-// heartbeats: none runs, or none serves its destination.
+// waiting says why a due job has not started (see inspect.JobWaiting).
 func (a *app) waiting(st *jobs.Store, j *jobs.Job) string {
-	if j.State != jobs.Pending || j.At.After(time.Now()) {
-		return ""
-	}
-	var live, serving int
-	for ri, err := range st.Runners(a.ctx) {
-		if err != nil {
-			continue
-		}
-		if time.Since(ri.Seen) > 3*max(ri.Every, time.Second) {
-			continue // not heard from lately
-		}
-		live++
-		if ri.Serves(j.Spec.Destination) {
-			serving++
-		}
-	}
-	switch {
-	case live == 0:
-		return "due, and no runner has been heard from lately (dlqdump job run, or a program's jobs.Runner)"
-	case serving == 0:
-		return fmt.Sprintf("due, and none of the %d runners heard from lately serves destination %q", live, j.Spec.Destination)
-	}
-	return ""
+	return inspect.JobWaiting(a.ctx, st, j)
 }
 
 func newJobControlCmd(a *app, verb string) *cobra.Command {

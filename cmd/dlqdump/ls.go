@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -109,27 +110,27 @@ func (a *app) summarizeAll(l *location, infos []sink.Info) ([]*summary, error) {
 }
 
 type lsJSON struct {
-	Name        string     `json:"name"`
-	Area        string     `json:"area"`
-	State       string     `json:"state"`
-	Size        int64      `json:"size"`
-	Version     string     `json:"version,omitempty"`
-	Codec       string     `json:"codec,omitempty"`
-	Created     string     `json:"created,omitempty"`
-	Encrypted   bool       `json:"encrypted"`
-	Recipients  []string   `json:"recipients,omitempty"`
-	Sealed      bool       `json:"sealed"`
-	Blocks      int        `json:"blocks"`
-	Records     uint64     `json:"records"`
-	RawBytes    uint64     `json:"raw_bytes"`
-	StoredBytes int64      `json:"stored_bytes"`
-	Ratio       float64    `json:"ratio"`
-	First       string     `json:"first,omitempty"`
-	Last        string     `json:"last,omitempty"`
-	Reason      string     `json:"reason,omitempty"`
-	Claim       *claimJSON `json:"claim,omitempty"`
-	Damage      []string   `json:"damage,omitempty"`
-	Error       string     `json:"error,omitempty"`
+	Name        string             `json:"name"`
+	Area        string             `json:"area"`
+	State       string             `json:"state"`
+	Size        int64              `json:"size"`
+	Version     string             `json:"version,omitempty"`
+	Codec       string             `json:"codec,omitempty"`
+	Created     string             `json:"created,omitempty"`
+	Encrypted   bool               `json:"encrypted"`
+	Recipients  []string           `json:"recipients,omitempty"`
+	Sealed      bool               `json:"sealed"`
+	Blocks      int                `json:"blocks"`
+	Records     uint64             `json:"records"`
+	RawBytes    uint64             `json:"raw_bytes"`
+	StoredBytes int64              `json:"stored_bytes"`
+	Ratio       float64            `json:"ratio"`
+	First       string             `json:"first,omitempty"`
+	Last        string             `json:"last,omitempty"`
+	Reason      string             `json:"reason,omitempty"`
+	Claim       *inspect.ClaimJSON `json:"claim,omitempty"`
+	Damage      []string           `json:"damage,omitempty"`
+	Error       string             `json:"error,omitempty"`
 }
 
 func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
@@ -137,34 +138,34 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 	t := newTable(3, 4, 5, 6)
 	t.add("NAME", "STATE", "VERSION", "RECORDS", "RAW", "STORED", "RATIO", "FIRST", "LAST", "ENCRYPTED", "NOTE")
 	for _, s := range sums {
-		if len(s.damage) > 0 {
+		if len(s.Damage) > 0 {
 			damaged++
-			for _, d := range s.damage {
+			for _, d := range s.Damage {
 				a.warnf("damage: %v", d)
 			}
 		}
-		if s.err != nil {
+		if s.Err != nil {
 			failed++
-			a.warnf("%v", s.err)
+			a.warnf("%v", s.Err)
 		}
 		if asJSON {
 			j := lsJSON{
-				Name: s.info.Name, Area: s.info.Area.String(), State: s.state(), Size: s.info.Size,
-				Sealed: s.sealed, Blocks: s.blocks, Records: s.records, RawBytes: s.raw, StoredBytes: s.info.Size,
-				Ratio: math.Round(s.ratio()*100) / 100, First: jsonTime(s.minT), Last: jsonTime(s.maxT), Reason: s.info.Reason,
+				Name: s.Info.Name, Area: s.Info.Area.String(), State: s.State(), Size: s.Info.Size,
+				Sealed: s.Sealed, Blocks: s.Blocks, Records: s.Records, RawBytes: s.Raw, StoredBytes: s.Info.Size,
+				Ratio: math.Round(s.Ratio()*100) / 100, First: jsonTime(s.MinT), Last: jsonTime(s.MaxT), Reason: s.Info.Reason,
 			}
-			if s.read {
-				j.Version = dlqdump.Version(s.hdr.DataVersion).String()
-				j.Codec = s.hdr.Codec.String()
-				j.Created = jsonTime(s.hdr.Created)
-				j.Encrypted, j.Recipients = s.enc.on, s.enc.kinds
+			if s.Read {
+				j.Version = dlqdump.Version(s.Hdr.DataVersion).String()
+				j.Codec = s.Hdr.Codec.String()
+				j.Created = jsonTime(s.Hdr.Created)
+				j.Encrypted, j.Recipients = s.Enc.On, s.Enc.Kinds
 			}
-			j.Claim = s.claim.json(s.records, s.read)
-			for _, d := range s.damage {
+			j.Claim = s.Claim.JSON(s.Records, s.Read)
+			for _, d := range s.Damage {
 				j.Damage = append(j.Damage, d.Error())
 			}
-			if s.err != nil {
-				j.Error = s.err.Error()
+			if s.Err != nil {
+				j.Error = s.Err.Error()
 			}
 			if err := jsonLine(a.stdout, j); err != nil {
 				return err
@@ -172,12 +173,12 @@ func (a *app) printLs(l *location, sums []*summary, asJSON bool) error {
 			continue
 		}
 		version, records, raw, enc := "-", "-", "-", "-"
-		if s.read {
-			version = dlqdump.Version(s.hdr.DataVersion).String()
-			records, raw = strconv.FormatUint(s.records, 10), humanBytes(s.raw)
-			enc = s.enc.String()
+		if s.Read {
+			version = dlqdump.Version(s.Hdr.DataVersion).String()
+			records, raw = strconv.FormatUint(s.Records, 10), humanBytes(s.Raw)
+			enc = s.Enc.String()
 		}
-		t.add(s.info.Name, s.state(), version, records, raw, humanBytes(s.info.Size), fmtRatio(s.ratio()), fmtTime(s.minT), fmtTime(s.maxT), enc, s.note())
+		t.add(s.Info.Name, s.State(), version, records, raw, humanBytes(s.Info.Size), fmtRatio(s.Ratio()), fmtTime(s.MinT), fmtTime(s.MaxT), enc, note(s))
 	}
 	if !asJSON {
 		dropEmptyLastColumn(t)
@@ -204,20 +205,20 @@ func dropEmptyLastColumn(t *table) {
 }
 
 // note says what is unusual about a segment, for the NOTE column.
-func (s *summary) note() string {
+func note(s *summary) string {
 	var parts []string
 	switch {
-	case s.err != nil:
+	case s.Err != nil:
 		parts = append(parts, "error: see above")
-	case !s.read:
+	case !s.Read:
 		parts = append(parts, "damaged header")
-	case !s.sealed && countBlockDamage(s.damage) > 0:
-		parts = append(parts, fmt.Sprintf("unsealed, %s", plural(countBlockDamage(s.damage), "damaged block")))
-	case !s.sealed:
+	case !s.Sealed && inspect.CountBlockDamage(s.Damage) > 0:
+		parts = append(parts, fmt.Sprintf("unsealed, %s", plural(inspect.CountBlockDamage(s.Damage), "damaged block")))
+	case !s.Sealed:
 		parts = append(parts, "unsealed")
 	}
-	if s.claim != nil {
-		parts = append(parts, s.claim.note(s.info.Area, s.records, s.read))
+	if s.Claim != nil {
+		parts = append(parts, s.Claim.Note(s.Info.Area, s.Records, s.Read))
 	}
 	return strings.Join(parts, "; ")
 }

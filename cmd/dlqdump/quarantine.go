@@ -8,12 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -80,15 +78,15 @@ its records carry are not read, and --json says "sealed":true.`,
 }
 
 type quarantineJSON struct {
-	Name          string            `json:"name"`
-	Size          int64             `json:"size"`
-	Records       uint64            `json:"records"`
-	First         string            `json:"first,omitempty"`
-	Last          string            `json:"last,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	RecordReasons map[string]uint64 `json:"record_reasons,omitempty"`
-	Damage        []string          `json:"damage,omitempty"`
-	Claim         *claimJSON        `json:"claim,omitempty"`
+	Name          string             `json:"name"`
+	Size          int64              `json:"size"`
+	Records       uint64             `json:"records"`
+	First         string             `json:"first,omitempty"`
+	Last          string             `json:"last,omitempty"`
+	Reason        string             `json:"reason,omitempty"`
+	RecordReasons map[string]uint64  `json:"record_reasons,omitempty"`
+	Damage        []string           `json:"damage,omitempty"`
+	Claim         *inspect.ClaimJSON `json:"claim,omitempty"`
 	// Sealed is set for an encrypted segment no identity given unwraps:
 	// its counts and times come from its block headers, and the reasons
 	// its records carry are not read.
@@ -103,51 +101,11 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 	t := newTable(1)
 	t.add("NAME", "RECORDS", "FIRST", "LAST", "REASON")
 	var failed, damaged int
+	w := a.walker(l)
 	for _, si := range infos {
-		j := quarantineJSON{Name: si.Name, Size: si.Size, Reason: si.Reason, RecordReasons: map[string]uint64{}}
-		var minT, maxT int64
+		j := quarantineJSON{Name: si.Name, Size: si.Size, Reason: si.Reason}
 		cv := claimed[si.Name]
-		// Without the key of an encrypted segment, its block headers say
-		// how many records it holds and when they entered the dump.
-		sealed := func(bi segment.BlockInfo) error {
-			j.Sealed = true
-			n := uint64(0)
-			for seq := bi.FirstSeq; seq < bi.FirstSeq+uint64(bi.Count); seq++ {
-				if !cv.skip(seq) {
-					n++
-				}
-			}
-			if n == 0 {
-				return nil
-			}
-			if j.Records == 0 || bi.MinTime < minT {
-				minT = bi.MinTime
-			}
-			if j.Records == 0 || bi.MaxTime > maxT {
-				maxT = bi.MaxTime
-			}
-			j.Records += n
-			return nil
-		}
-		_, err := a.walk(l, si, walkOpts{done: cv, sealed: sealed}, func(_ *segment.Header, b *segment.Block) error {
-			for i := range b.Len() {
-				rec := b.Record(i)
-				if cv.skip(rec.Seq) {
-					continue
-				}
-				if j.Records == 0 || rec.Time < minT {
-					minT = rec.Time
-				}
-				if j.Records == 0 || rec.Time > maxT {
-					maxT = rec.Time
-				}
-				j.Records++
-				if v, ok := rec.Headers.Lookup(dlqdump.HeaderQuarantine); ok {
-					j.RecordReasons[string(v)]++
-				}
-			}
-			return nil
-		}, func(err error) {
+		q, err := w.ScanQuarantined(a.ctx, si, cv, func(err error) {
 			j.Damage = append(j.Damage, err.Error())
 			a.warnf("damage: %v", err)
 		})
@@ -161,11 +119,12 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 		if len(j.Damage) > 0 {
 			damaged++
 		}
-		first, last := timeOf(j.Records, minT), timeOf(j.Records, maxT)
+		j.Records, j.RecordReasons, j.Sealed = q.Records, q.Reasons, q.Sealed
+		first, last := q.First(), q.Last()
 		if asJSON {
 			j.First, j.Last = jsonTime(first), jsonTime(last)
 			if cv != nil {
-				j.Claim = cv.json(j.Records, false)
+				j.Claim = cv.JSON(j.Records, false)
 			}
 			if len(j.RecordReasons) == 0 {
 				j.RecordReasons = nil
@@ -179,8 +138,8 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 		if j.Sealed && si.Reason == "" {
 			reason = "(encrypted: the reasons are in its records; give --identity to read them)"
 		}
-		if cv.started() {
-			reason = fmt.Sprintf("(%s before it was quarantined) %s", cv.counts(0, false), reason)
+		if cv.Started() {
+			reason = fmt.Sprintf("(%s before it was quarantined) %s", cv.Counts(0, false), reason)
 		}
 		t.add(si.Name, strconv.FormatUint(j.Records, 10), fmtTime(first), fmtTime(last), reason)
 	}
@@ -192,15 +151,6 @@ func (a *app) quarantineLs(l *location, infos []sink.Info, asJSON bool) error {
 		}
 	}
 	return readOutcome(failed, damaged, "")
-}
-
-// timeOf returns the time t (Unix nanoseconds), zero when there are no
-// records.
-func timeOf(n uint64, t int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, t).UTC()
 }
 
 // reasonText summarises why a segment is quarantined, on one line.
@@ -293,16 +243,7 @@ func (a *app) release(l *location, infos []sink.Info) error {
 		if a.interrupted() {
 			break
 		}
-		err := l.reader.Move(a.ctx, si.Name, sink.AreaQuarantine, sink.AreaReady, "")
-		switch {
-		case errors.Is(err, sink.ErrExist):
-			err = fmt.Errorf("release %s: %s is in the way (a segment of that name is ready already; not replaced): %w",
-				l.segPath(sink.AreaQuarantine, si.Name), l.segPath(sink.AreaReady, si.Name), err)
-		case errors.Is(err, sink.ErrNotFound):
-			err = fmt.Errorf("release %s: gone meanwhile: %w", l.segPath(sink.AreaQuarantine, si.Name), err)
-		case err != nil:
-			err = fmt.Errorf("release %s: %w", l.segPath(sink.AreaQuarantine, si.Name), err)
-		}
+		err := inspect.Release(a.ctx, l.reader, si.Name, l.segPath)
 		if err != nil {
 			if a.interrupted() && errors.Is(err, context.Canceled) {
 				return err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -174,9 +175,9 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 			return err
 		}
 		for _, s := range sums {
-			total += int64(s.records)
-			if s.claim != nil && s.claim.progErr == nil {
-				total -= int64(min(s.records, s.claim.prog.Seq))
+			total += int64(s.Records)
+			if s.Claim != nil && s.Claim.ProgErr == nil {
+				total -= int64(min(s.Records, s.Claim.Prog.Seq))
 			}
 		}
 	}
@@ -237,7 +238,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		case <-runCtx.Done():
 		}
 	}()
-	opts := flt.runOptions()
+	opts := runOptions(flt)
 	opts.DryRun = f.dryRun
 	if len(names) > 0 {
 		opts.Segments = names
@@ -484,7 +485,7 @@ func (d *stdoutDest) Enqueue(x any) error {
 		return d.failed
 	}
 	j := deliveredJSON{Headers: headers}
-	j.Payload, j.PayloadBase64 = payloadJSON(payload)
+	j.Payload, j.PayloadBase64 = inspect.PayloadJSON(payload)
 	d.buf.Reset()
 	if err := jsonLine(&d.buf, j); err != nil {
 		return err

@@ -36,7 +36,7 @@ func (a *app) restoreClaimed(l *location, r *dlqdump.Restorer, ctx context.Conte
 	}
 	var held []string
 	for _, si := range ready {
-		if v := views[si.Name]; v != nil && v.rec.Held() {
+		if v := views[si.Name]; v != nil && v.Rec.Held() {
 			held = append(held, si.Name)
 		}
 	}

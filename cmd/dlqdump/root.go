@@ -218,6 +218,7 @@ with informational messages.
 		newRewrapCmd(a),
 		newKeygenCmd(a),
 		newJobCmd(a),
+		newUICmd(a),
 	)
 	return root
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -107,17 +108,17 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 		res.segments++
 		res.stored += si.Size
 		cv := claimed[si.Name]
-		res.states[segState(si, cv)]++
+		res.states[inspect.State(si, cv)]++
 		damaged, opened := false, false
-		wo := walkOpts{done: cv, opened: func(sr *segment.Reader) {
+		wo := walkOpts{Done: cv, Opened: func(sr *segment.Reader) {
 			opened = true
-			res.countEncryption(encryptionOf(sr))
+			res.countEncryption(inspect.EncryptionOf(sr))
 		}}
 		_, err := a.walk(l, si, wo, func(_ *segment.Header, b *segment.Block) error {
 			res.raw += uint64(b.Info().RawLen)
 			for i := range b.Len() {
 				rec := b.Record(i)
-				if cv.skip(rec.Seq) {
+				if cv.Skip(rec.Seq) {
 					continue
 				}
 				if res.records == 0 || rec.Time < res.oldest {
@@ -138,7 +139,7 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 			return nil
 		}, func(err error) {
 			damaged = true
-			if isBlockDamage(err) {
+			if inspect.IsBlockDamage(err) {
 				res.damagedBlocks++
 			} else {
 				res.damagedOther++
@@ -149,7 +150,7 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 			res.damagedSegs++
 		}
 		if !opened && errors.Is(err, segment.ErrNoKey) {
-			res.countEncryption(encryption{on: true}) // no identity given unwraps its key
+			res.countEncryption(inspect.Encryption{On: true}) // no identity given unwraps its key
 		}
 		if err != nil {
 			if a.interrupted() || errors.Is(err, segment.ErrNoKey) {
@@ -173,13 +174,13 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 }
 
 // countEncryption counts a segment's encryption.
-func (r *statResult) countEncryption(e encryption) {
-	if !e.on {
+func (r *statResult) countEncryption(e inspect.Encryption) {
+	if !e.On {
 		return
 	}
 	r.encrypted++
 	seen := map[string]bool{}
-	for _, k := range e.kinds {
+	for _, k := range e.Kinds {
 		if !seen[k] {
 			seen[k] = true
 			r.recipients[k]++

@@ -114,7 +114,7 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		var damage []error
 		var n uint64
 		var sealedOnly bool
-		wo := walkOpts{sealed: func(bi segment.BlockInfo) error {
+		wo := walkOpts{Sealed: func(bi segment.BlockInfo) error {
 			sealedOnly = true
 			n += uint64(bi.Count)
 			bar.add(segment.BlockHeaderSize + int64(bi.StoredLen))
@@ -145,7 +145,7 @@ func (a *app) verify(l *location, infos []sink.Info, salvage *location) error {
 		}
 		if len(damage) == 0 {
 			if !a.quiet {
-				a.printOut(fmt.Sprintf("ok      %s (%s): %s in %s%s", si.Name, si.Area, plural(n, "record"), plural(st.blocks, "block"), note))
+				a.printOut(fmt.Sprintf("ok      %s (%s): %s in %s%s", si.Name, si.Area, plural(n, "record"), plural(st.Blocks, "block"), note))
 			}
 			continue
 		}
@@ -218,15 +218,15 @@ func (a *app) printOut(line string) {
 func damageSummary(n uint64, st walkStats, damage []error) string {
 	var parts []string
 	switch {
-	case st.blocks == 0 && st.damaged == 1 && isHeaderDamage(damage):
+	case st.Blocks == 0 && st.Damaged == 1 && isHeaderDamage(damage):
 		return "header unreadable"
-	case st.unknownLost:
+	case st.UnknownLost:
 		parts = append(parts, fmt.Sprintf("%s readable", plural(n, "record")))
 	default:
-		parts = append(parts, fmt.Sprintf("%d of %d records readable", n, n+st.lost))
+		parts = append(parts, fmt.Sprintf("%d of %d records readable", n, n+st.Lost))
 	}
-	if st.damaged > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d blocks damaged", st.damaged, st.blocks+st.damaged))
+	if st.Damaged > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d blocks damaged", st.Damaged, st.Blocks+st.Damaged))
 	}
 	for _, d := range damage {
 		if errors.Is(d, segment.ErrUnsealed) {
@@ -267,7 +267,7 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 			_ = sw.Abort()
 		}
 	}
-	wo := walkOpts{opened: func(sr *segment.Reader) { key = sr.DataKey() }}
+	wo := walkOpts{Opened: func(sr *segment.Reader) { key = sr.DataKey() }}
 	_, err := a.walk(l, si, wo, func(hdr *segment.Header, b *segment.Block) error {
 		if w == nil {
 			var err error

@@ -46,6 +46,18 @@ func Example() {
 	// dlqdump_dumped_records_total{queue="orders"} 2
 	// # HELP dlqdump_failures_total Failed operations, by reason.
 	// # TYPE dlqdump_failures_total counter
+	// dlqdump_failures_total{queue="orders",reason="backpressure"} 0
+	// dlqdump_failures_total{queue="orders",reason="closed"} 0
+	// dlqdump_failures_total{queue="orders",reason="corrupt"} 0
+	// dlqdump_failures_total{queue="orders",reason="encode"} 0
+	// dlqdump_failures_total{queue="orders",reason="no_key"} 0
+	// dlqdump_failures_total{queue="orders",reason="not_a_copy"} 0
+	// dlqdump_failures_total{queue="orders",reason="not_durable"} 0
+	// dlqdump_failures_total{queue="orders",reason="recover"} 0
+	// dlqdump_failures_total{queue="orders",reason="shutdown"} 0
+	// dlqdump_failures_total{queue="orders",reason="too_large"} 0
+	// dlqdump_failures_total{queue="orders",reason="unauthenticated_progress"} 0
+	// dlqdump_failures_total{queue="orders",reason="version_deleted"} 0
 	// dlqdump_failures_total{queue="orders",reason="write"} 1
 }
 

@@ -36,9 +36,11 @@
 // Dump is called once per record and Restore once per block; they touch only pre-bound
 // counters and allocate nothing. The labelled counters keep their children
 // for reasons already seen in a copy-on-write map, so a repeated reason costs
-// a map lookup and no allocation either. The series of
-// dlqdump_flushed_segments_total for the dlqdump.Flush* reasons exist from
-// the start, at zero.
+// a map lookup and no allocation either. The series of every reason and area
+// dlqdump passes exist from the start, at zero (dlqdump.Flush*,
+// dlqdump.FailReasons, dlqdump.QuarantineReasons, the three areas and
+// dlqdump.Rule*, the jobs' states), so that an alert on a counter's
+// increase sees its first event.
 //
 // The reasons are short stable strings chosen by dlqdump; each distinct one
 // becomes a series, so a custom component calling the Writer must not pass
@@ -229,11 +231,16 @@ func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
 	w.flushed.init(counterVec(MetricFlushedSegments,
 		"Segments published, by flush reason."), flushReasons)
 	w.quarantined.init(counterVec(MetricQuarantined,
-		"Records moved to quarantine, by reason."), nil)
+		"Records moved to quarantine, by reason."), dlqdump.QuarantineReasons)
 	w.failures.init(counterVec(MetricFailures,
-		"Failed operations, by reason."), nil)
+		"Failed operations, by reason."), dlqdump.FailReasons)
 	w.expired = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricExpired,
 		Help: "Records removed by the retention, by area and rule.", ConstLabels: cl}, []string{LabelArea, LabelRule}))
+	for _, area := range []string{"ready", "quarantine", "archive"} {
+		for _, rule := range []string{dlqdump.RuleMaxAge, dlqdump.RuleMaxSegments, dlqdump.RuleMaxBytes} {
+			w.expired.WithLabelValues(area, rule)
+		}
+	}
 	w.jobsRunning = gauge(MetricJobsRunning, "Restore jobs running on this runner.")
 	w.jobsStarted = register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricJobsStarted,
 		Help: "Restore jobs started (how: started, or taken_over from a runner that stopped).", ConstLabels: cl}, []string{LabelHow}))

@@ -125,8 +125,28 @@ dlqdump_dumped_records_total{queue="orders"} 2
 # HELP dlqdump_expired_records_total Records removed by the retention, by area and rule.
 # TYPE dlqdump_expired_records_total counter
 dlqdump_expired_records_total{area="archive",queue="orders",rule="max_age"} 12
+dlqdump_expired_records_total{area="archive",queue="orders",rule="max_bytes"} 0
+dlqdump_expired_records_total{area="archive",queue="orders",rule="max_segments"} 0
+dlqdump_expired_records_total{area="quarantine",queue="orders",rule="max_age"} 0
+dlqdump_expired_records_total{area="quarantine",queue="orders",rule="max_bytes"} 0
+dlqdump_expired_records_total{area="quarantine",queue="orders",rule="max_segments"} 0
+dlqdump_expired_records_total{area="ready",queue="orders",rule="max_age"} 0
+dlqdump_expired_records_total{area="ready",queue="orders",rule="max_bytes"} 0
+dlqdump_expired_records_total{area="ready",queue="orders",rule="max_segments"} 0
 # HELP dlqdump_failures_total Failed operations, by reason.
 # TYPE dlqdump_failures_total counter
+dlqdump_failures_total{queue="orders",reason="backpressure"} 0
+dlqdump_failures_total{queue="orders",reason="closed"} 0
+dlqdump_failures_total{queue="orders",reason="corrupt"} 0
+dlqdump_failures_total{queue="orders",reason="encode"} 0
+dlqdump_failures_total{queue="orders",reason="no_key"} 0
+dlqdump_failures_total{queue="orders",reason="not_a_copy"} 0
+dlqdump_failures_total{queue="orders",reason="not_durable"} 0
+dlqdump_failures_total{queue="orders",reason="recover"} 0
+dlqdump_failures_total{queue="orders",reason="shutdown"} 0
+dlqdump_failures_total{queue="orders",reason="too_large"} 0
+dlqdump_failures_total{queue="orders",reason="unauthenticated_progress"} 0
+dlqdump_failures_total{queue="orders",reason="version_deleted"} 0
 dlqdump_failures_total{queue="orders",reason="write"} 1
 # HELP dlqdump_flush_duration_seconds Time taken to seal and publish a segment.
 # TYPE dlqdump_flush_duration_seconds histogram
@@ -166,6 +186,12 @@ dlqdump_pending_bytes{queue="orders"} 1234
 # HELP dlqdump_quarantined_records_total Records moved to quarantine, by reason.
 # TYPE dlqdump_quarantined_records_total counter
 dlqdump_quarantined_records_total{queue="orders",reason="damaged"} 3
+dlqdump_quarantined_records_total{queue="orders",reason="decode"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="progress"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="refused"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="replays"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="unencrypted"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="version"} 0
 # HELP dlqdump_quarantined_segments Segments in quarantine, refreshed every check interval.
 # TYPE dlqdump_quarantined_segments gauge
 dlqdump_quarantined_segments{queue="orders"} 2
@@ -185,10 +211,11 @@ dlqdump_retries_total{queue="orders"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), allMetrics[:len(allMetrics)-len(jobMetrics)]...); err != nil {
 		t.Fatal(err)
 	}
-	// 20 series, and the jobs': running, started by how (2), ended by
-	// state (5), records, the start delay.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+10 {
-		t.Fatalf("series = %d, %v; want 30", n, err)
+	// 20 series, a series for each other failure (12), quarantine (6)
+	// and retention (8) reason from the start, and the jobs': running,
+	// started by how (2), ended by state (5), records, the start delay.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+12+6+8+10 {
+		t.Fatalf("series = %d, %v; want 56", n, err)
 	}
 }
 
@@ -331,13 +358,15 @@ func TestTwoQueues(t *testing.T) {
 # TYPE dlqdump_dumped_records_total counter
 dlqdump_dumped_records_total{queue="orders"} 1
 dlqdump_dumped_records_total{queue="payments"} 2
-# HELP dlqdump_failures_total Failed operations, by reason.
-# TYPE dlqdump_failures_total counter
-dlqdump_failures_total{queue="orders",reason="write"} 1
-dlqdump_failures_total{queue="payments",reason="sync"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricDumpedRecords, MetricFailures); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricDumpedRecords); err != nil {
 		t.Fatal(err)
+	}
+	eq(t, "orders write failures", testutil.ToFloat64(a.failures.get("write")), 1)
+	eq(t, "payments write failures", testutil.ToFloat64(b.failures.get("write")), 0)
+	eq(t, "payments sync failures", testutil.ToFloat64(b.failures.get("sync")), 1)
+	if n, err := testutil.GatherAndCount(reg, MetricFailures); err != nil || n != 2*len(dlqdump.FailReasons)+1 {
+		t.Fatalf("failure series = %d, %v; want %d", n, err, 2*len(dlqdump.FailReasons)+1)
 	}
 	if n, err := testutil.GatherAndCount(reg, MetricFlushedSegments); err != nil || n != 2*len(flushReasons) {
 		t.Fatalf("flushed series = %d, %v; want %d", n, err, 2*len(flushReasons))

@@ -1,0 +1,308 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlqdump/dlqdump/internal/inspect"
+	"github.com/dlqdump/dlqdump/jobs"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// jobJSON is a job on the page: its record, with its measured rate, an
+// estimate of when it ends, and why it waits.
+type jobJSON struct {
+	jobs.Job
+	Rate    float64 `json:"rate,omitempty"`  // records per second lately
+	ETA     string  `json:"eta,omitempty"`   // when it should end
+	ETAS    float64 `json:"eta_s,omitempty"` // seconds from now
+	Waiting string  `json:"waiting,omitempty"`
+}
+
+// jobRates measures how fast running jobs deliver, from what successive
+// reads of their records say: a job records its progress after every
+// block, so the rate is taken over a window of up to rateWindow.
+type jobRates struct {
+	mu   sync.Mutex
+	seen map[string][]rateSample // oldest first
+}
+
+type rateSample struct {
+	at        time.Time
+	delivered uint64
+}
+
+// rateWindow is how far back a job's rate looks.
+const rateWindow = 20 * time.Second
+
+func newJobRates() *jobRates { return &jobRates{seen: map[string][]rateSample{}} }
+
+// observe notes a job's progress and returns its rate over the window (0
+// until measured over a second).
+func (jr *jobRates) observe(j *jobs.Job, now time.Time) float64 {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	if j.State != jobs.Running {
+		delete(jr.seen, j.ID)
+		return 0
+	}
+	n := j.Delivered + j.Quarantined
+	ss := jr.seen[j.ID]
+	if len(ss) > 0 && n < ss[len(ss)-1].delivered {
+		ss = nil // its counts went back: another run
+	}
+	ss = append(ss, rateSample{at: now, delivered: n})
+	for len(ss) > 2 && now.Sub(ss[1].at) >= rateWindow || len(ss) > 64 {
+		ss = ss[1:]
+	}
+	jr.seen[j.ID] = ss
+	first := ss[0]
+	if dt := now.Sub(first.at); dt >= time.Second {
+		return float64(n-first.delivered) / dt.Seconds()
+	}
+	return 0
+}
+
+// forget drops the jobs not in ids.
+func (jr *jobRates) forget(ids map[string]bool) {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	for id := range jr.seen {
+		if !ids[id] {
+			delete(jr.seen, id)
+		}
+	}
+}
+
+type runnerJSON struct {
+	Owner        string   `json:"owner"`
+	Destinations []string `json:"destinations"`
+	Seen         string   `json:"seen"`
+	Live         bool     `json:"live"`
+}
+
+// handleJobs lists the jobs, newest first, the runners heard from, and the
+// changes made through this console.
+func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		Jobs    []jobJSON    `json:"jobs"`
+		Runners []runnerJSON `json:"runners"`
+		Actions []action     `json:"actions"`
+		Error   string       `json:"error,omitempty"`
+	}{Jobs: []jobJSON{}, Runners: []runnerJSON{}, Actions: h.acts.list()}
+	if h.jobs == nil {
+		out.Error = "this store keeps no restore jobs"
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	var runners []jobs.RunnerInfo
+	for ri, err := range h.jobs.Runners(ctx) {
+		if err != nil {
+			continue
+		}
+		runners = append(runners, ri)
+		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
+			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
+	}
+	ids := map[string]bool{}
+	for j, err := range h.jobs.List(ctx) {
+		if err != nil {
+			if j.ID == "" {
+				out.Error = err.Error()
+				break
+			}
+			out.Jobs = append(out.Jobs, jobJSON{Job: j, Waiting: "its record cannot be read: " + err.Error()})
+			continue
+		}
+		ids[j.ID] = true
+		jj := jobJSON{Job: j, Rate: h.rates.observe(&j, now)}
+		if j.State == jobs.Running && j.Left > 0 {
+			rate := jj.Rate
+			if rate <= 0 {
+				rate = j.Spec.Rate
+			}
+			if rate > 0 {
+				eta := time.Duration(float64(j.Left) / rate * float64(time.Second))
+				jj.ETA, jj.ETAS = inspect.JSONTime(now.Add(eta)), eta.Seconds()
+			}
+		}
+		jj.Waiting = inspect.JobWaitingAmong(&j, runners)
+		out.Jobs = append(out.Jobs, jj)
+	}
+	h.rates.forget(ids)
+	slices.SortStableFunc(out.Jobs, func(a, b jobJSON) int { return b.Created.Compare(a.Created) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// createJob is the body of POST api/jobs: a restore job over a selection.
+type createJob struct {
+	ID          string            `json:"id"`
+	At          time.Time         `json:"at"`
+	Rate        float64           `json:"rate"`
+	Area        string            `json:"area"`
+	Since       time.Time         `json:"since"`
+	Until       time.Time         `json:"until"`
+	Where       map[string]string `json:"where"`
+	Segments    []string          `json:"segments"`
+	Limit       uint64            `json:"limit"`
+	Destination string            `json:"destination"`
+}
+
+// describe says what a job of this spec does, for the log.
+func describe(s *jobs.Spec) string {
+	var b strings.Builder
+	area := s.Area
+	if area == "" {
+		area = "ready"
+	}
+	fmt.Fprintf(&b, "restore %s records", area)
+	if len(s.Where) > 0 {
+		var kv []string
+		for k, v := range s.Where {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		fmt.Fprintf(&b, " where %s", strings.Join(kv, ", "))
+	}
+	if !s.Since.IsZero() {
+		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
+	}
+	if !s.Until.IsZero() {
+		fmt.Fprintf(&b, " until %s", s.Until.Format(time.RFC3339))
+	}
+	if len(s.Segments) > 0 {
+		fmt.Fprintf(&b, " of %d segments", len(s.Segments))
+	}
+	if s.Limit > 0 {
+		fmt.Fprintf(&b, " (at most %d)", s.Limit)
+	}
+	if s.Rate > 0 {
+		fmt.Fprintf(&b, " at %g/s", s.Rate)
+	}
+	dest := s.Destination
+	if dest == "" {
+		dest = "(default)"
+	}
+	fmt.Fprintf(&b, " into %s", dest)
+	return b.String()
+}
+
+func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
+	if h.jobs == nil {
+		writeError(w, http.StatusNotFound, "this store keeps no restore jobs")
+		return
+	}
+	var c createJob
+	if err := decodeBody(r, &c); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where,
+		Segments: c.Segments, Limit: c.Limit, Destination: c.Destination}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	j, err := h.jobs.Create(ctx, spec)
+	what := "create job " + j.ID + ": " + describe(&spec)
+	if err == nil {
+		what = "create job " + j.ID + ": " + describe(&j.Spec) + ", due " + j.At.Format(time.RFC3339)
+	}
+	h.record(r, what, err, slog.String("job", j.ID))
+	if err != nil {
+		writeError(w, statusOf(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, jobJSON{Job: j})
+}
+
+func (h *Handler) handleControlJob(w http.ResponseWriter, r *http.Request) {
+	if h.jobs == nil {
+		writeError(w, http.StatusNotFound, "this store keeps no restore jobs")
+		return
+	}
+	id, verb := r.PathValue("id"), r.PathValue("verb")
+	ctl := map[string]func(context.Context, string) (jobs.Job, error){"pause": h.jobs.Pause, "resume": h.jobs.Resume, "cancel": h.jobs.Cancel}[verb]
+	if ctl == nil {
+		writeError(w, http.StatusNotFound, "no such action %q: want pause, resume or cancel", verb)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	j, err := ctl(ctx, id)
+	h.record(r, verb+" job "+id, err, slog.String("job", id))
+	if err != nil {
+		writeError(w, statusOf(err), "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobJSON{Job: j})
+}
+
+// releaseBody is the body of POST api/release: the quarantined segments to
+// release, or all of them.
+type releaseBody struct {
+	Segments []string `json:"segments"`
+	All      bool     `json:"all"`
+}
+
+func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
+	var b releaseBody
+	if err := decodeBody(r, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if b.All == (len(b.Segments) > 0) {
+		writeError(w, http.StatusBadRequest, "give segments or all, not both")
+		return
+	}
+	for _, n := range b.Segments {
+		if err := checkName(n); err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
+	defer cancel()
+	names := b.Segments
+	if b.All {
+		for si, err := range h.list(ctx, sink.AreaQuarantine) {
+			if err != nil {
+				writeError(w, statusOf(err), "list the quarantine: %v", err)
+				return
+			}
+			names = append(names, si.Name)
+		}
+	}
+	out := struct {
+		Released []string `json:"released"`
+		Failed   []string `json:"failed,omitempty"`
+	}{Released: []string{}}
+	var errs []error
+	for _, name := range names {
+		err := inspect.Release(ctx, h.rd, name, func(a sink.Area, n string) string { return a.String() + "/" + n })
+		if err != nil {
+			errs = append(errs, err)
+			out.Failed = append(out.Failed, err.Error())
+			continue
+		}
+		out.Released = append(out.Released, name)
+	}
+	what := fmt.Sprintf("release %d of %d quarantined segments", len(out.Released), len(names))
+	if len(names) <= 5 {
+		what += ": " + strings.Join(names, ", ")
+	}
+	h.record(r, what, errors.Join(errs...), slog.Any("segments", names))
+	code := http.StatusOK
+	if len(out.Failed) > 0 {
+		code = http.StatusConflict
+	}
+	writeJSON(w, code, out)
+}

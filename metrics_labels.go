@@ -1,0 +1,23 @@
+package dlqdump
+
+// FailReasons are the reasons a Queue and a Restorer call MetricsWriter.Fail
+// with: a Queue's refused Enqueue calls (those of QueueStats.Refused:
+// "closed", "encode", "too_large", "backpressure"), its failed writes
+// ("write", "recover", "not_durable", "shutdown"), and a Restorer's
+// segments it could not restore as they were ("corrupt",
+// "version_deleted", "unauthenticated_progress", "not_a_copy", "no_key").
+// A MetricsWriter may create a series for each up front, so that an alert
+// on its increase sees the first one.
+var FailReasons = []string{
+	"closed", "encode", "too_large", "backpressure",
+	"write", "recover", "not_durable", "shutdown",
+	"corrupt", "version_deleted", "unauthenticated_progress", "not_a_copy", "no_key",
+}
+
+// QuarantineReasons are the reasons a Restorer calls
+// MetricsWriter.Quarantine with: records the destination refused
+// MaxAttempts times ("refused"), that do not decode ("decode"), replayed
+// MaxReplays times ("replays"), and whole segments of another Version
+// ("version"), damaged ("damaged"), whose progress cannot be trusted
+// ("progress") or not encrypted under RequireEncrypted ("unencrypted").
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted"}
