@@ -48,6 +48,22 @@ func (x *execution) run(ctx context.Context, job *Job) {
 		return
 	}
 	x.job.Spec.ID = x.id
+	// What the claimed record says, not what the poll read before
+	// claiming it: a pause or cancel may have come in between.
+	switch x.job.State {
+	case Pending, Running:
+	case Completed, Failed, Cancelled:
+		x.release()
+		x.rn.dropMarker(x.job.At, x.id)
+		return
+	case Paused:
+		x.release()
+		x.rn.dropStale(x.job.At, x.id)
+		return
+	default:
+		x.end(Failed, fmt.Errorf("its record holds an unknown state %.40q", x.job.State))
+		return
+	}
 	switch x.cl.Control() {
 	case requestCancel:
 		x.end(Cancelled, nil)
@@ -144,11 +160,15 @@ func (x *execution) pass(ctx context.Context) {
 		// runner.
 		x.reschedule(x.job.At, nil)
 	case err != nil:
-		if x.job.Attempts >= spec.MaxAttempts {
+		if x.job.Delivered+x.job.Quarantined > base.Delivered+base.Quarantined {
+			x.job.Failures = 0 // it made progress before failing
+		}
+		x.job.Failures++
+		if x.job.Failures >= spec.MaxAttempts {
 			x.end(Failed, err)
 			return
 		}
-		wait := backoff.FullJitter(x.rn.o.RetryBase, 5*time.Minute, x.job.Attempts)
+		wait := backoff.FullJitter(x.rn.o.RetryBase, 5*time.Minute, x.job.Failures)
 		x.reschedule(time.Now().UTC().Add(wait), err)
 	case rep.Claimed > 0 && !limitReached:
 		// Segments it selects are held by other restorers: on again
@@ -158,6 +178,18 @@ func (x *execution) pass(ctx context.Context) {
 		x.job.Left = 0
 		x.end(Completed, err)
 	}
+}
+
+// maxError bounds the error a job's record keeps.
+const maxError = 1024
+
+// errorText returns err's message, cut to maxError bytes.
+func errorText(err error) string {
+	msg := err.Error()
+	if len(msg) > maxError {
+		msg = msg[:maxError-3] + "..."
+	}
+	return msg
 }
 
 // count sets the job's counts to base's plus what the pass did.
@@ -181,59 +213,78 @@ func (x *execution) save(ctx context.Context) error {
 	return x.keep.Save(ctx, p)
 }
 
-// end gives the job its state, clears the request it acted on, removes its
-// due marker when it is no longer due, and releases it.
+// end gives the job its state, clears the request it acted on, and
+// releases it; once that is written, it removes the job's due marker if the
+// job is no longer due. A write that failed changes no marker: the job,
+// still held in its record, is taken over after its lease from its marker,
+// and one this runner lost is another's.
 func (x *execution) end(state State, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
 	defer cancel()
 	now := time.Now().UTC()
 	x.job.State, x.job.Request = state, ""
 	if cause != nil {
-		x.job.Error = cause.Error()
+		x.job.Error = errorText(cause)
 	}
 	if state.Final() {
 		x.job.Finished = now
+		x.job.Failures = 0
 	}
-	x.write(ctx)
-	if state.Final() || state == Paused {
-		if err := x.rn.store.dropMarker(ctx, x.job.At, x.id); err != nil {
-			x.rn.log.Debug("removing a job's due marker failed; a runner removes it later", slog.String("job", x.id), slog.Any("error", err))
+	if x.write(ctx) {
+		switch {
+		case state.Final():
+			x.rn.dropMarker(x.job.At, x.id)
+		case state == Paused:
+			x.rn.dropStale(x.job.At, x.id)
 		}
 	}
 	x.log(state, cause)
 }
 
-// reschedule makes the job pending again, due at at.
+// reschedule makes the job pending again, due at at: the new marker first
+// (a pending job is never without one), then the record, then the old
+// marker goes.
 func (x *execution) reschedule(at time.Time, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
 	defer cancel()
 	old := x.job.At
 	x.job.State, x.job.At = Pending, dueTime(at)
 	if cause != nil {
-		x.job.Error = cause.Error()
+		x.job.Error = errorText(cause)
 	}
-	// The new marker first: a job is never without one while pending.
-	if err := x.rn.store.putMarker(ctx, at, x.id); err != nil {
-		x.job.At = old
+	if err := x.rn.store.putMarker(ctx, x.job.At, x.id); err != nil {
+		x.job.At = old // due as it was, its marker there
 	}
-	x.write(ctx)
-	if !x.job.At.Equal(old) {
-		_ = x.rn.store.dropMarker(ctx, old, x.id)
+	if x.write(ctx) {
+		// A poll that read the record before this write may have
+		// removed the new marker as stale: put it back.
+		if err := x.rn.store.ensureMarker(ctx, &x.job); err != nil {
+			x.rn.log.Warn("writing a job's due marker failed", slog.String("job", x.id), slog.Any("error", err))
+		}
+		if !x.job.At.Equal(old) {
+			x.rn.dropStale(old, x.id)
+		}
 	}
 	x.log(Pending, cause)
 }
 
 // write writes the job's last state with the request cleared, and
-// releases the claim.
-func (x *execution) write(ctx context.Context) {
+// releases the claim; it reports whether that was written.
+func (x *execution) write(ctx context.Context) bool {
 	x.keep.Stop()
 	p, err := json.Marshal(&x.job)
 	if err == nil {
 		err = x.cl.ReleaseWith(ctx, p, "")
 	}
-	if err != nil && !errors.Is(err, claims.ErrLeaseLost) {
-		x.rn.log.Warn("recording a job's end failed; it is taken over after its lease", slog.String("job", x.id), slog.Any("error", err))
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, claims.ErrLeaseLost):
+		x.rn.log.Warn("lost the claim on a job before recording its end; another runner has it", slog.String("job", x.id))
+	default:
+		x.rn.log.Warn("recording a job's end failed; another runner takes it over after its lease", slog.String("job", x.id), slog.Any("error", err))
 	}
+	return false
 }
 
 // release lets the job go as it is.

@@ -29,3 +29,10 @@ func (s *Store) Markers(ctx context.Context) (due, later []string, err error) {
 func (s *Store) Promote(ctx context.Context, until time.Time) (int, error) {
 	return s.promote(ctx, until)
 }
+
+// Orphans counts the due markers the runner saw without a record.
+func (rn *Runner) Orphans() int {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return len(rn.orphans)
+}

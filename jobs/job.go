@@ -19,7 +19,7 @@ type State string
 
 // States. A job is created pending; a runner takes it when it is due and
 // runs it (running); it ends completed (every record it selects handled),
-// failed (MaxAttempts passes failed, or its record cannot be read) or
+// failed (MaxAttempts passes failed in a row, or its record cannot be read) or
 // cancelled. A pending or running job can be paused, and a paused one
 // resumed (pending again).
 const (
@@ -88,8 +88,9 @@ type Spec struct {
 	// releases the quarantined segments it selects (Segments, or all) and
 	// restores them.
 	Area string `json:"area,omitempty"`
-	// MaxAttempts is how many passes that fail (the destination down, the
-	// store unreachable) the job gets before it fails. Default 5.
+	// MaxAttempts is how many passes in a row may fail (the destination
+	// down, the store unreachable) without progress before the job fails.
+	// Default 5.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
@@ -118,9 +119,12 @@ type Job struct {
 	Quarantined uint64 `json:"quarantined"`
 	Skipped     uint64 `json:"skipped,omitempty"`
 	Left        uint64 `json:"left,omitempty"`
-	// Attempts counts the passes that ran it; Error is the last one's
-	// error, if it failed.
+	// Attempts counts the passes that ran it (a start, a takeover, a
+	// resume, a window's opening, a retry); Failures those that failed
+	// in a row since the last that made progress, which Spec.MaxAttempts
+	// bounds; Error is the last failure's error (at most 1 KiB of it).
 	Attempts int    `json:"attempts,omitempty"`
+	Failures int    `json:"failures,omitempty"`
 	Error    string `json:"error,omitempty"`
 	// Runner is the owner label of the runner holding it, or that last
 	// held it.

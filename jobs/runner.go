@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,11 @@ type Runner struct {
 	log     *slog.Logger
 	met     Metrics
 
-	free chan *dlqdump.Restorer // the Restorers not running a job
-	n    int
+	free  chan *dlqdump.Restorer // the Restorers not running a job
+	n     int
+	one   *dlqdump.Restorer // any of them: they serve the same destinations
+	dests []string          // those destinations
+	ctx   context.Context   // the jobs' and the polling's, cancelled by Close
 
 	mu      sync.Mutex
 	running map[string]bool      // jobs this runner runs
@@ -44,7 +48,7 @@ type Runner struct {
 	moved   time.Time            // when the markers due soon were last moved into "jobsdue"
 	started bool
 	closed  bool
-	cancel  context.CancelFunc
+	cancel  context.CancelFunc // cancels ctx
 	wake    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -128,11 +132,14 @@ func NewRunner(st *Store, restorers []*dlqdump.Restorer, opts *RunnerOptions) (*
 		}
 		rn.free <- r
 	}
+	rn.one = restorers[0]
+	rn.dests = rn.one.Destinations()
 	var err error
 	rn.claimer, err = claims.NewRecordClaimer(st.t, o.Owner, o.Lease, &claims.Options{Logger: rn.log})
 	if err != nil {
 		return nil, err
 	}
+	rn.ctx, rn.cancel = context.WithCancel(context.Background())
 	return rn, nil
 }
 
@@ -150,10 +157,8 @@ func (rn *Runner) Start() error {
 		return errors.New("dlqdump: jobs.Runner already started")
 	}
 	rn.started = true
-	ctx, cancel := context.WithCancel(context.Background())
-	rn.cancel = cancel
 	rn.wg.Add(1)
-	go rn.loop(ctx)
+	go rn.loop(rn.ctx)
 	return nil
 }
 
@@ -168,11 +173,8 @@ func (rn *Runner) Close() error {
 		return dlqdump.ErrClosed
 	}
 	rn.closed = true
-	cancel := rn.cancel
 	rn.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	rn.cancel()
 	rn.wg.Wait()
 	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
@@ -193,7 +195,7 @@ func (rn *Runner) loop(ctx context.Context) {
 			return
 		}
 		if time.Since(beat) >= rn.o.Heartbeat {
-			if err := rn.store.beat(ctx, rn.o.Owner, rn.serves(), rn.o.Heartbeat); err != nil && ctx.Err() == nil {
+			if err := rn.store.beat(ctx, rn.o.Owner, rn.dests, rn.o.Heartbeat); err != nil && ctx.Err() == nil {
 				rn.log.Debug("writing the runner's heartbeat failed", slog.Any("error", err))
 			}
 			beat = time.Now()
@@ -216,18 +218,18 @@ func (rn *Runner) loop(ctx context.Context) {
 	}
 }
 
-// serves returns the destinations the runner's Restorers serve, as far as
-// their configs say ("" for their Queue).
-func (rn *Runner) serves() []string {
-	r := <-rn.free
-	rn.free <- r
-	return r.Destinations()
-}
-
 // RunDue starts the jobs due now that a free Restorer can take, and returns
 // when the next job it saw is due (zero if none). The jobs run in the
-// background; Close stops them. Start calls it every PollInterval.
+// background, until they end or Close stops them (ctx bounds the listing
+// alone). Start calls it every PollInterval. After Close it returns
+// dlqdump.ErrClosed.
 func (rn *Runner) RunDue(ctx context.Context) (next time.Time, err error) {
+	rn.mu.Lock()
+	closed := rn.closed
+	rn.mu.Unlock()
+	if closed {
+		return time.Time{}, dlqdump.ErrClosed
+	}
 	return rn.poll(ctx)
 }
 
@@ -240,9 +242,11 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 	promote := now.Sub(rn.moved) >= horizon/promoteEvery
 	rn.mu.Unlock()
 	if promote {
+		// What cannot be moved (a damaged marker, a store error) is
+		// tried again next time; the due jobs run meanwhile.
 		n, err := rn.store.promote(ctx, now.Add(horizon))
-		if err != nil {
-			return next, fmt.Errorf("dlqdump: moving the jobs due within the hour: %w", err)
+		if err != nil && ctx.Err() == nil {
+			rn.log.Warn("moving the jobs due within the hour failed; tried again in a while", slog.Any("error", err))
 		}
 		rn.mu.Lock()
 		rn.moved = now
@@ -287,27 +291,48 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 	if rec == nil {
 		return rn.orphan(ctx, key, at, id)
 	}
+	rn.mu.Lock()
+	delete(rn.orphans, key)
+	rn.mu.Unlock()
 	var job Job
-	if err := json.Unmarshal(rec.Progress, &job); err != nil || job.ID != id {
+	if err := json.Unmarshal(rec.Progress, &job); err != nil || job.ID != id || !slices.Contains(States, job.State) {
 		return rn.claimAndRun(ctx, id, nil) // damaged: failed, with the reason
 	}
 	switch {
-	case job.State.Final() || job.State == Paused || !job.At.Equal(at):
-		// A marker left by an end, a pause or a new due time.
-		return rn.store.dropMarker(ctx, at, id)
+	case job.State.Final():
+		return rn.store.dropMarker(ctx, at, id) // left by an end
+	case job.State == Paused || !job.At.Equal(at):
+		// Left by a pause or a new due time, unless a resume or a
+		// reschedule is writing it again.
+		return rn.store.dropStale(ctx, at, id)
 	case live && rec.Held():
 		rn.hold(id) // run by another runner
 		return nil
-	case !rn.servesDest(job.Spec.Destination):
-		return nil // for a runner that serves its destination
+	case !rn.one.Serves(job.Spec.Destination):
+		rn.hold(id) // for a runner that serves its destination
+		return nil
 	}
 	return rn.claimAndRun(ctx, id, &job)
 }
 
-func (rn *Runner) servesDest(dest string) bool {
-	r := <-rn.free
-	rn.free <- r
-	return r.Serves(dest)
+// dropMarker removes the due marker of a job that ended, logging a
+// failure (a runner removes it later).
+func (rn *Runner) dropMarker(at time.Time, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
+	defer cancel()
+	if err := rn.store.dropMarker(ctx, at, id); err != nil {
+		rn.log.Debug("removing a job's due marker failed; a runner removes it later", slog.String("job", id), slog.Any("error", err))
+	}
+}
+
+// dropStale removes a due marker the job's record may no longer want (see
+// Store.dropStale), logging a failure.
+func (rn *Runner) dropStale(at time.Time, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
+	defer cancel()
+	if err := rn.store.dropStale(ctx, at, id); err != nil {
+		rn.log.Debug("removing a job's stale due marker failed; a runner removes it later", slog.String("job", id), slog.Any("error", err))
+	}
 }
 
 // hold notes that another runner runs job id: its record is looked at again
@@ -334,7 +359,15 @@ func (rn *Runner) orphan(ctx context.Context, key string, at time.Time, id strin
 	rn.mu.Lock()
 	since, seen := rn.orphans[key]
 	if !seen {
-		rn.orphans[key] = time.Now()
+		now := time.Now()
+		rn.orphans[key] = now
+		if len(rn.orphans) > 1024 {
+			for k, t := range rn.orphans {
+				if now.Sub(t) > 2*rn.o.Lease {
+					delete(rn.orphans, k) // seen again if still there
+				}
+			}
+		}
 	}
 	rn.mu.Unlock()
 	if !seen || time.Since(since) < rn.o.Lease {
@@ -343,13 +376,7 @@ func (rn *Runner) orphan(ctx context.Context, key string, at time.Time, id strin
 	rn.mu.Lock()
 	delete(rn.orphans, key)
 	rn.mu.Unlock()
-	if err := rn.store.dropMarker(ctx, at, id); err != nil {
-		return err
-	}
-	if j, err := rn.store.Get(ctx, id); err == nil {
-		return rn.store.ensureMarker(ctx, &j)
-	}
-	return nil
+	return rn.store.dropStale(ctx, at, id) // put back if the record appeared meanwhile
 }
 
 // claimAndRun claims a job and runs it on a free Restorer in the
@@ -387,7 +414,7 @@ func (rn *Runner) claimAndRun(ctx context.Context, id string, job *Job) error {
 			}
 		}()
 		x := &execution{rn: rn, r: r, cl: cl, id: id}
-		x.run(ctx, job)
+		x.run(rn.ctx, job)
 	}()
 	return nil
 }

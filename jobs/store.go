@@ -33,6 +33,10 @@ import (
 // listing reads the whole directory). A pending job has a marker; a job
 // that ends, or is paused, loses it.
 
+// maxSpec bounds a job's spec, encoded, so that its record, progress and
+// error included, stays well within sink.MaxRecordSize.
+const maxSpec = 16 << 10
+
 // Table is the name of the table of jobs.
 const Table = "jobs"
 
@@ -199,6 +203,9 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
 		at = now.Truncate(time.Second)
 	}
 	job := Job{ID: spec.ID, State: Pending, At: spec.due(at), Created: now, Spec: spec}
+	if b, err := json.Marshal(&job.Spec); err != nil || len(b) > maxSpec {
+		return Job{}, fmt.Errorf("%w: job %s: its spec is %d bytes encoded, at most %d (fewer Segments or Where values)", dlqdump.ErrConfig, spec.ID, len(b), maxSpec)
+	}
 	// The marker first: a record without one would never be run. A
 	// marker without a record (a Create that stopped here) is removed by
 	// a runner once it has seen it so for a lease.
@@ -266,6 +273,36 @@ func (s *Store) dropMarker(ctx context.Context, at time.Time, id string) error {
 	return dropKey(ctx, s.due, dueKey(at, id))
 }
 
+// dropStale removes a due marker its job's record no longer wants (ended,
+// paused, or due at another time), then reads the record again and puts
+// the marker back if the record now wants it. Every writer that makes a job
+// due puts its marker before the record and again after it, so whichever
+// of the two a removal races, the marker of a due job stays: read after the
+// removal, the record is the new one, or the writer's second put comes
+// after the removal.
+func (s *Store) dropStale(ctx context.Context, at time.Time, id string) error {
+	if err := s.dropMarker(ctx, at, id); err != nil {
+		return err
+	}
+	return s.restoreMarker(ctx, at, id)
+}
+
+// restoreMarker puts back the marker of job id due at, if its record wants
+// it.
+func (s *Store) restoreMarker(ctx context.Context, at time.Time, id string) error {
+	e, err := s.read(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if e.job.At.Equal(at) {
+		return s.ensureMarker(ctx, &e.job)
+	}
+	return nil
+}
+
 // dropMarkers removes a due marker from both tables.
 func (s *Store) dropMarkers(ctx context.Context, at time.Time, id string) error {
 	return errors.Join(dropKey(ctx, s.later, dueKey(at, id)), dropKey(ctx, s.due, dueKey(at, id)))
@@ -288,12 +325,12 @@ func dropKey(ctx context.Context, t sink.Records, key string) error {
 }
 
 // promote moves the markers of "jobslater" due until then into "jobsdue"
-// (each written there before it is removed here), and returns how many.
-func (s *Store) promote(ctx context.Context, until time.Time) (int, error) {
-	moved := 0
+// (each written there before it is removed here), and returns how many; one
+// it cannot move is left for the next time, the others are moved.
+func (s *Store) promote(ctx context.Context, until time.Time) (moved int, failed error) {
 	for key, err := range s.later.RecordNames(ctx) {
 		if err != nil {
-			return moved, err
+			return moved, errors.Join(failed, err)
 		}
 		at, _, ok := parseDueKey(key)
 		if !ok {
@@ -303,14 +340,15 @@ func (s *Store) promote(ctx context.Context, until time.Time) (int, error) {
 			break
 		}
 		if err := putKey(ctx, s.due, key); err != nil {
-			return moved, err
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", key, err))
+			continue // the others are moved all the same
 		}
 		if err := dropKey(ctx, s.later, key); err != nil {
-			return moved, err
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", key, err))
 		}
 		moved++
 	}
-	return moved, nil
+	return moved, failed
 }
 
 // Get returns the job of id; an unknown ID is an error wrapping
@@ -430,7 +468,12 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 		return true, fmt.Errorf("%w: job %s is %s", ErrFinished, j.ID, j.State)
 	case what == "resume":
 		if j.State != Paused {
-			return true, nil
+			if e.rec.Control != requestPause {
+				return true, nil
+			}
+			// A pause not acted on yet: withdrawn.
+			e.rec.Control, j.Request = "", ""
+			return false, s.write(ctx, e)
 		}
 		// Due at once, or at its At if that is still to come.
 		at := now.Truncate(time.Second)
@@ -441,7 +484,12 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 		if err := s.putMarker(ctx, j.At, j.ID); err != nil {
 			return false, err
 		}
-		return false, s.write(ctx, e)
+		if err := s.write(ctx, e); err != nil {
+			return false, err
+		}
+		// A poll that read the paused record may have removed the
+		// marker meanwhile: put it back.
+		return false, s.ensureMarker(ctx, j)
 	case j.State == Paused && what == requestPause:
 		return true, nil
 	case e.rec.Held() || j.State == Running:
@@ -464,7 +512,14 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 	if err := s.write(ctx, e); err != nil {
 		return false, err
 	}
-	return false, s.dropMarkers(ctx, j.At, j.ID)
+	if err := s.dropMarkers(ctx, j.At, j.ID); err != nil {
+		return false, err
+	}
+	if what == requestPause {
+		// Resumed meanwhile, due at the same time: its marker back.
+		return false, s.restoreMarker(ctx, j.At, j.ID)
+	}
+	return false, nil
 }
 
 // Wait returns the job once it has ended (completed, failed or cancelled),

@@ -38,10 +38,14 @@ const maxConcurrency = 256
 // destination: that Enqueue and every later one (those in flight stop at
 // once) return an error wrapping dlqdump.ErrUnavailable, so the Restorer
 // stops the pass at the first record not delivered and leaves it, and every
-// record after it, in the dump. Enqueue is safe for concurrent use.
+// record after it, in the dump. Once stop is done (an interrupt), no new
+// attempt is made and no backoff waited: only the POSTs in flight finish.
+// Enqueue is safe for concurrent use.
 type httpDest struct {
 	ctx         context.Context // cancelled when the destination trips, with the outage as the cause
 	trip        context.CancelCauseFunc
+	parent      context.Context // what ctx derives from: done, the run ended, not an outage
+	stop        context.Context // done: no new attempt
 	client      *http.Client
 	url         string
 	contentType string
@@ -53,7 +57,7 @@ type httpDest struct {
 	retries atomic.Uint64
 }
 
-func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
+func newHTTPDest(ctx, stop context.Context, url string, f *restoreFlags) *httpDest {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = max(16, f.concurrency)
 	d := &httpDest{
@@ -66,10 +70,15 @@ func newHTTPDest(ctx context.Context, url string, f *restoreFlags) *httpDest {
 		base:        f.retryBase,
 		max:         f.retryMax,
 		timeout:     f.timeout,
+		parent:      ctx,
+		stop:        stop,
 	}
 	d.ctx, d.trip = context.WithCancelCause(ctx)
 	return d
 }
+
+// tripped reports whether an outage tripped the destination.
+func (d *httpDest) tripped() bool { return d.ctx.Err() != nil && d.parent.Err() == nil }
 
 // Enqueue delivers one record; it implements the Restorer's destination.
 func (d *httpDest) Enqueue(x any) error {
@@ -80,6 +89,9 @@ func (d *httpDest) Enqueue(x any) error {
 	for attempt := 1; ; attempt++ {
 		if err := d.stopped(); err != nil {
 			return err
+		}
+		if err := d.stop.Err(); attempt > 1 && err != nil {
+			return fmt.Errorf("POST %s: not tried again: interrupted (%w)", d.url, err)
 		}
 		retry, after, err := d.post(payload, headers)
 		if err == nil {
@@ -102,10 +114,25 @@ func (d *httpDest) Enqueue(x any) error {
 		if after > wait {
 			wait = min(after, maxRetryAfter)
 		}
-		if err := backoff.Sleep(d.ctx, wait); err != nil {
-			return d.stopped()
+		if err := d.sleep(wait); err != nil {
+			return err
 		}
 	}
+}
+
+// sleep waits before an attempt, until the destination trips or stop.
+func (d *httpDest) sleep(wait time.Duration) error {
+	ctx, cancel := context.WithCancel(d.ctx)
+	defer cancel()
+	unwatch := context.AfterFunc(d.stop, cancel)
+	defer unwatch()
+	if backoff.Sleep(ctx, wait) == nil {
+		return nil
+	}
+	if err := d.stopped(); err != nil {
+		return err
+	}
+	return fmt.Errorf("POST %s: not tried again: interrupted (%w)", d.url, d.stop.Err())
 }
 
 // stopped returns why no more records are to be posted: the outage that

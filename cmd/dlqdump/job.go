@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/koykov/queue"
@@ -210,7 +211,14 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 		t.add("left", fmt.Sprintf("about %d", j.Left))
 	}
 	if j.Attempts > 0 {
-		t.add("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.Spec.MaxAttempts))
+		t.add("passes", fmt.Sprint(j.Attempts))
+	}
+	if j.Failures > 0 {
+		allowed := j.Spec.MaxAttempts
+		if allowed <= 0 {
+			allowed = jobs.DefaultMaxAttempts
+		}
+		t.add("failures", fmt.Sprintf("%d in a row of %d allowed", j.Failures, allowed))
 	}
 	if j.Runner != "" {
 		t.add("runner", j.Runner)
@@ -371,7 +379,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 	}
 	var restorers []*dlqdump.Restorer
 	for range n {
-		hd := newHTTPDest(a.ctx, f.to, f)
+		hd := &jobDest{mk: func() *httpDest { return newHTTPDest(a.ctx, a.soft, f.to, f) }}
 		named := map[string]queue.Enqueuer{}
 		for _, d := range dests {
 			named[d] = hd
@@ -399,6 +407,25 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 	}
 	a.infof("stopped; a job this runner was running is pending again, for any runner")
 	return nil
+}
+
+// jobDest is a runner's HTTP destination: an outage trips it for the pass
+// that met it (which stops there, its job tried again later), not for the
+// passes after it.
+type jobDest struct {
+	mu  sync.Mutex
+	cur *httpDest
+	mk  func() *httpDest
+}
+
+func (j *jobDest) Enqueue(x any) error {
+	j.mu.Lock()
+	if j.cur == nil || j.cur.tripped() {
+		j.cur = j.mk()
+	}
+	d := j.cur
+	j.mu.Unlock()
+	return d.Enqueue(x)
 }
 
 // printJob prints a job as one JSON object on a line.

@@ -189,7 +189,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	var sd *stdoutDest
 	concurrency := 1
 	if target != nil {
-		hd = newHTTPDest(runCtx, target.String(), f)
+		hd = newHTTPDest(runCtx, a.soft, target.String(), f)
 		dest = hd
 		concurrency = f.concurrency
 	} else {
