@@ -7,6 +7,7 @@
 //	go run ./cmd/dlqdump-bench dump    [flags]   # Queue into the fs sink
 //	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
 //	go run ./cmd/dlqdump-bench all     [flags]
+//	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
 //
 // Run with -h for the flags.
 package main
@@ -35,16 +36,22 @@ type options struct {
 	rounds   int
 	live     bool
 	cpuprof  string
+
+	// fleet
+	rtt           time.Duration
+	restorers     int
+	smallRecords  int
+	smallCapacity dlqdump.MemorySize
 }
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|fleet [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
 	var o options
-	var capacity string
+	var capacity, smallCapacity string
 	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
 	fl.IntVar(&o.n, "n", 2_000_000, "records to dump")
 	fl.IntVar(&o.size, "size", 256, "approximate record size in bytes (<= 64: small events)")
@@ -56,9 +63,16 @@ func main() {
 	fl.IntVar(&o.rounds, "rounds", 3, "restore rounds, each beside the ceiling; the best ratio is reported")
 	fl.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the restore rounds to this file")
 	fl.BoolVar(&o.live, "live", true, "keep the n records alive in the heap while dumping (they are what is enqueued) and restoring, as a service keeps its data")
+	fl.DurationVar(&o.rtt, "rtt", 20*time.Millisecond, "fleet: the round trip a proxy adds to every S3 request, as AWS has; 0: no proxied column")
+	fl.IntVar(&o.restorers, "restorers", 4, "fleet: restorers draining the small segments at once")
+	fl.IntVar(&o.smallRecords, "small-records", 60_000, "fleet: records dumped into small segments")
+	fl.StringVar(&smallCapacity, "small-capacity", "4KiB", "fleet: Capacity of the small segments")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {
+		fatal(err)
+	}
+	if o.smallCapacity, err = dlqdump.ParseMemorySize(smallCapacity); err != nil {
 		fatal(err)
 	}
 	if o.dir == "" {
@@ -92,6 +106,8 @@ func main() {
 		if err = benchDump(tw, &o, pool); err == nil {
 			err = benchRestore(tw, &o, pool)
 		}
+	case "fleet":
+		err = benchFleet(tw, &o, pool)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
