@@ -163,6 +163,19 @@ type Config struct {
 	// records after it that were accepted meanwhile, at most
 	// Concurrency-1, are delivered again. Default 1: one at a time.
 	Concurrency int
+	// SegmentsInFlight is how many segments a Restorer works on at once:
+	// while one delivers, the next are claimed, opened and read ahead, and
+	// those delivered are deleted (or archived) with their records, so
+	// that the round trips of a distant store (S3: some milliseconds each,
+	// ten or more on AWS) overlap instead of adding up. Deliveries keep
+	// the order and the bound of one segment at a time: the segments
+	// deliver in listing order, each once the one before it has recorded
+	// that its deliveries are done, so a crash still delivers at most one
+	// block twice. A dry run, and a pass with a Limit, work on one segment
+	// at a time. Each segment in flight holds a claim (renewed every
+	// Lease/3) and its read-ahead (see s3.Reader.ReadAhead). 1: one at a
+	// time. Default 8.
+	SegmentsInFlight int
 	// MaxReplays quarantines records that were restored and dead-lettered
 	// again this many times (HeaderReplays), instead of cycling forever.
 	// The count travels with items that are HeaderCarriers, or as Envelopes
@@ -335,6 +348,8 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: MaxAttempts: %d is negative", ErrConfig, c.MaxAttempts)
 	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
 		return nil, fmt.Errorf("%w: Concurrency: %d is outside 0..%d", ErrConfig, c.Concurrency, maxConcurrency)
+	case c.SegmentsInFlight < 0 || c.SegmentsInFlight > maxSegmentsInFlight:
+		return nil, fmt.Errorf("%w: SegmentsInFlight: %d is outside 0..%d", ErrConfig, c.SegmentsInFlight, maxSegmentsInFlight)
 	case c.VersionPolicy > VersionKeep:
 		return nil, fmt.Errorf("%w: VersionPolicy: unknown policy %d", ErrConfig, c.VersionPolicy)
 	case c.Lease < 0:
@@ -383,6 +398,9 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	if r.Concurrency == 0 {
 		r.Concurrency = 1
 	}
+	if r.SegmentsInFlight == 0 {
+		r.SegmentsInFlight = defaultSegmentsInFlight
+	}
 	if r.MaxReplays == 0 {
 		r.MaxReplays = 5
 	}
@@ -406,6 +424,13 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 
 // maxConcurrency bounds Config.Concurrency.
 const maxConcurrency = 1024
+
+// defaultSegmentsInFlight and maxSegmentsInFlight are Config.SegmentsInFlight's
+// default and bound.
+const (
+	defaultSegmentsInFlight = 8
+	maxSegmentsInFlight     = 256
+)
 
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {

@@ -46,8 +46,9 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk *segment.Block // the block being handled
-	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	blk  *segment.Block // the block being handled
+	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
 }
 
 // stopDeadline bounds the writes that record where a cancelled run stopped.
@@ -61,13 +62,13 @@ const (
 )
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
-// restores it.
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report) error {
+// restores it, delivering once its turn came (nil: at once).
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered()}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -197,6 +198,7 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
+	g.turn.pass() // its deliveries are durable: the next segment's may start
 	if g.untouched() {
 		return g.finish()
 	}
@@ -272,6 +274,9 @@ func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
 // readBlocks handles the records from the position on, checkpointing after
 // every block. Blocks are decoded ahead, in parallel, by a segment.Stream.
 func (g *segRun) readBlocks() error {
+	if err := g.turn.wait(g.ctx); err != nil {
+		return err // stopped before delivering anything
+	}
 	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)

@@ -1,0 +1,280 @@
+package dlqdump
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+)
+
+// pipeline restores the segments of a pass several at a time, so that the
+// round trips of one (its claim, its reads, its finish: deleting it and its
+// record) overlap the deliveries of another, while the deliveries themselves
+// keep the order and the bound of one segment at a time: the segments
+// deliver in listing order, each waiting for its turn, which the one before
+// it passes once its deliveries are durable (its progress says it is done)
+// or its run ended without stopping the pass. So a crash still delivers at
+// most one block twice, and the destination receives the records in the
+// order a pass restoring one segment at a time gives it.
+//
+// A feeding goroutine starts the runs in listing order, at most depth at
+// once; Run takes their outcomes in order (restore) and stop ends the
+// pipeline. With depth 1 there is no feeder: a segment is restored when Run
+// asks for it, into the pass's report.
+type pipeline struct {
+	r      *Restorer
+	opts   *RunOptions
+	names  []string
+	depth  int
+	ctx    context.Context
+	cancel context.CancelFunc
+	fed    sync.WaitGroup // the feeding goroutine
+	runs   sync.WaitGroup // the segments' runs
+
+	mu      sync.Mutex
+	changed *sync.Cond       // a job was started or the feeder moved on
+	next    int              // the feeder's position in names
+	jobs    map[int]*segJob  // started, not yet taken by Run, by index
+	last    <-chan struct{}  // the turn of the last job started
+	stopped bool             // stop was called
+	taken   map[*segJob]bool // taken by Run
+	all     []*segJob        // every job started
+}
+
+// segJob is the run of one segment.
+type segJob struct {
+	name string
+	rep  Report
+	err  error
+	turn turn
+	done chan struct{}
+}
+
+// turn is a segment's place in the order of deliveries.
+type turn struct {
+	prev <-chan struct{} // closed when the segment before may no longer deliver
+	mine chan struct{}   // closed by pass
+	once sync.Once
+}
+
+// wait returns once the segment may deliver: the one before it passed.
+func (t *turn) wait(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.prev:
+		return nil
+	default:
+	}
+	select {
+	case <-t.prev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pass lets the next segment deliver. It may be called more than once.
+func (t *turn) pass() {
+	if t != nil {
+		t.once.Do(func() { close(t.mine) })
+	}
+}
+
+// closedTurn is the turn before the first segment's.
+var closedTurn = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// segmentsInFlight returns how many segments a pass with opts works on at
+// once: one for a dry run and for a pass with a Limit (which counts what the
+// segments before did), Config.SegmentsInFlight otherwise.
+func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
+	if opts.DryRun || opts.Limit > 0 {
+		return 1
+	}
+	return r.c.SegmentsInFlight
+}
+
+// newPipeline starts restoring names, the ready segments of a pass.
+func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
+	ctx, cancel := context.WithCancel(ctx)
+	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
+		jobs: map[int]*segJob{}, last: closedTurn, taken: map[*segJob]bool{}}
+	pl.changed = sync.NewCond(&pl.mu)
+	if pl.depth > 1 {
+		pl.fed.Add(1)
+		go pl.feed()
+	}
+	return pl
+}
+
+// startable reports whether the feeder starts the segment ahead: Run would
+// restore it. (What Run skips for this reason only grows during a pass, so
+// Run never asks for a segment the feeder passed over.)
+func (pl *pipeline) startable(name string) bool {
+	if !pl.opts.wants(name) {
+		return false
+	}
+	pl.r.mu.Lock()
+	_, skipped := pl.r.skip[name]
+	pl.r.mu.Unlock()
+	return !skipped
+}
+
+// feed starts the runs in listing order, at most depth at once.
+func (pl *pipeline) feed() {
+	defer pl.fed.Done()
+	defer func() {
+		pl.mu.Lock()
+		pl.next = len(pl.names)
+		pl.changed.Broadcast()
+		pl.mu.Unlock()
+	}()
+	slots := make(chan struct{}, pl.depth)
+	for i, name := range pl.names {
+		if pl.ctx.Err() != nil {
+			return
+		}
+		if pl.startable(name) {
+			select {
+			case slots <- struct{}{}:
+			case <-pl.ctx.Done():
+				return
+			}
+			pl.mu.Lock()
+			j := pl.startLocked(i, name, func() { <-slots })
+			pl.mu.Unlock()
+			if j == nil {
+				return
+			}
+		}
+		pl.mu.Lock()
+		pl.next = i + 1
+		pl.changed.Broadcast()
+		pl.mu.Unlock()
+	}
+}
+
+// startLocked starts the run of names[i], its turn after the last one
+// started's; ended is called when it ends. It returns nil once stopped.
+func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
+	if pl.stopped {
+		ended()
+		return nil
+	}
+	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{}),
+		turn: turn{prev: pl.last, mine: make(chan struct{})}}
+	pl.last = j.turn.mine
+	pl.jobs[i] = j
+	pl.all = append(pl.all, j)
+	pl.changed.Broadcast()
+	pl.runs.Add(1)
+	go func() {
+		defer pl.runs.Done()
+		defer ended()
+		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
+		if !pl.stopsPass(j.err) {
+			j.turn.pass()
+		}
+		close(j.done)
+	}()
+	return j
+}
+
+// stopsPass reports whether Run stops the pass on a segment's error: then
+// the segments after it must not deliver (the pipeline is stopped instead).
+func (pl *pipeline) stopsPass(err error) bool {
+	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) ||
+		pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+}
+
+// restore returns the outcome of names[i], which Run restores now: its
+// report is added to rep.
+func (pl *pipeline) restore(i int, rep *Report) error {
+	if pl.depth <= 1 {
+		// One at a time, counting into the pass's report (which a
+		// Limit checks).
+		return pl.r.restoreSegment(pl.ctx, pl.names[i], pl.opts, rep, nil)
+	}
+	pl.mu.Lock()
+	for pl.next <= i && pl.jobs[i] == nil && !pl.stopped {
+		pl.changed.Wait()
+	}
+	j := pl.jobs[i]
+	if j == nil {
+		// Not started ahead: now, after everything started.
+		j = pl.startLocked(i, pl.names[i], func() {})
+	}
+	if j != nil {
+		delete(pl.jobs, i)
+		pl.taken[j] = true
+	}
+	pl.mu.Unlock()
+	if j == nil {
+		return pl.ctx.Err()
+	}
+	<-j.done
+	rep.add(&j.rep)
+	return j.err
+}
+
+// end stops the pipeline, adding to rep what the runs not taken by Run did,
+// and returns rep.
+func (pl *pipeline) end(rep *Report) Report {
+	pl.stop(rep)
+	return *rep
+}
+
+// stop ends the pipeline: the runs not taken by Run are cancelled (those
+// waiting for their turn release their claims) and waited for, and what they
+// did is added to rep (when not nil). Only the first call does anything.
+func (pl *pipeline) stop(rep *Report) {
+	pl.mu.Lock()
+	if pl.stopped {
+		pl.mu.Unlock()
+		return
+	}
+	pl.stopped = true
+	pl.changed.Broadcast()
+	pl.mu.Unlock()
+	pl.cancel()
+	pl.fed.Wait()
+	pl.runs.Wait()
+	for _, j := range pl.all {
+		if pl.taken[j] {
+			continue
+		}
+		if rep != nil {
+			rep.add(&j.rep)
+		}
+		if j.err != nil && !errors.Is(j.err, context.Canceled) {
+			pl.r.log.Debug("a segment started ahead of a pass that stopped", slog.String("segment", j.name), slog.Any("error", j.err))
+		}
+	}
+}
+
+// add adds the counts of o to rep.
+func (rep *Report) add(o *Report) {
+	rep.Segments += o.Segments
+	rep.Delivered += o.Delivered
+	rep.Retried += o.Retried
+	rep.Quarantined += o.Quarantined
+	rep.Skipped += o.Skipped
+	rep.Bytes += o.Bytes
+	rep.QuarantinedSegments += o.QuarantinedSegments
+	rep.DeletedSegments += o.DeletedSegments
+	rep.SideSegments += o.SideSegments
+	rep.Claimed += o.Claimed
+	rep.DamagedBlocks += o.DamagedBlocks
+	rep.NoKeySegments += o.NoKeySegments
+	if rep.ByReason == nil && len(o.ByReason) > 0 {
+		rep.ByReason = map[string]uint64{}
+	}
+	for k, v := range o.ByReason {
+		rep.ByReason[k] += v
+	}
+}
