@@ -142,10 +142,8 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	st := cl.c.store
 	var err error
 	if to.Delete {
-		err = st.Delete(ctx, sink.AreaReady, cl.name)
-		if errors.Is(err, sink.ErrNotFound) {
-			err = nil // deleted by an earlier attempt
-		}
+		// Gone already is fine: deleted by an earlier attempt.
+		err = sink.Discard(ctx, st, sink.AreaReady, cl.name)
 	} else {
 		err = st.Move(ctx, cl.name, sink.AreaReady, to.Area, to.Reason)
 		if errors.Is(err, sink.ErrNotFound) && cl.present(ctx, to.Area) {
@@ -175,12 +173,8 @@ func (cl *Claim) endLocked(ctx context.Context, to Destination) error {
 
 // present reports whether the segment is in area.
 func (cl *Claim) present(ctx context.Context, area sink.Area) bool {
-	f, err := cl.c.store.Open(ctx, area, cl.name)
-	if err != nil {
-		return false
-	}
-	_ = f.Close()
-	return true
+	ok, err := sink.Exists(ctx, cl.c.store, area, cl.name)
+	return ok && err == nil
 }
 
 // Forget ends a claim by removing its record: for a segment that turned out

@@ -247,15 +247,7 @@ func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (boo
 	if name == "" {
 		return false, nil
 	}
-	f, err := c.store.Open(ctx, area, name)
-	if errors.Is(err, sink.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_ = f.Close()
-	return true, nil
+	return sink.Exists(ctx, c.store, area, name)
 }
 
 // Reserve makes the record of a side segment, name, before it is published:
