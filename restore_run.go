@@ -81,7 +81,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			g.released = rec.State == claims.StateQuarantined
 		}
 	} else {
-		cl, err := r.claimer.Claim(ctx, name)
+		cl, err := r.claim(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -193,9 +193,11 @@ func (g *segRun) run(found json.RawMessage) error {
 		if err := g.readBlocks(); err != nil {
 			return err
 		}
-		g.prog.Done = true
-		if err := g.save(true); err != nil {
-			return err
+		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
+			g.prog.Done = true
+			if err := g.save(true); err != nil {
+				return err
+			}
 		}
 	}
 	g.turn.pass() // its deliveries are durable: the next segment's may start
@@ -352,8 +354,15 @@ func (g *segRun) block(b *segment.Block) error {
 	}
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
+	last := g.lastBlock(next)
+	if last {
+		g.prog.Done = true // in this checkpoint, not one more
+	}
 	if g.r.stopping.Load() || !g.opts.stopAt.IsZero() && time.Now().After(g.opts.stopAt) {
 		return g.stop(next, errStop)
+	}
+	if last {
+		return g.saveLast()
 	}
 	return g.save(false)
 }

@@ -41,7 +41,8 @@ type RestorerStats struct {
 type storeStatus struct {
 	missing              error // the Reader's location does not exist (sink.Locator)
 	readyNames           []string
-	orphans              []string // records of segments neither ready nor quarantined
+	recorded             map[string]bool // ready segments that had a record
+	orphans              []string        // records of segments neither ready nor quarantined
 	ready, claimed, quar int
 	oldest               time.Duration
 	at                   time.Time
@@ -80,6 +81,10 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 			others = append(others, name)
 			continue
 		}
+		if st.recorded == nil {
+			st.recorded = map[string]bool{}
+		}
+		st.recorded[name] = true
 		if _, live, err := r.claimer.Inspect(ctx, name); err == nil && live {
 			st.claimed++
 		}

@@ -174,6 +174,23 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 		}
 		prev = rec
 	}
+	return c.take(ctx, name, prev, version)
+}
+
+// ClaimNew is Claim for a segment that had no record when it was listed: it
+// creates the record first (one request, where Claim reads before it
+// writes) and, when a record is there after all, claims as Claim does.
+func (c *Claimer) ClaimNew(ctx context.Context, name string) (*Claim, error) {
+	cl, err := c.take(ctx, name, Record{}, "")
+	if errors.Is(err, errRetry) {
+		return c.Claim(ctx, name) // a record appeared since the listing
+	}
+	return cl, err
+}
+
+// take writes a new claim's record over prev, the record read at version
+// ("": none).
+func (c *Claimer) take(ctx context.Context, name string, prev Record, version string) (*Claim, error) {
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
 		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing}
 	start := c.now()

@@ -374,3 +374,122 @@ func composeSegment(x *segmentWriter) sink.SegmentWriter {
 	}
 	return x
 }
+
+// composeReader returns x with the optional interfaces of x.inner that it forwards.
+func composeReader(x *reader) sink.Reader {
+	c0 := 0
+	switch x.inner.(type) {
+	case sink.Recoverer:
+		c0 = 1
+	}
+	c1 := 0
+	switch x.inner.(type) {
+	case sink.NameLister:
+		c1 = 1
+	}
+	c2 := 0
+	switch x.inner.(type) {
+	case sink.Prober:
+		c2 = 1
+	}
+	c3 := 0
+	switch x.inner.(type) {
+	case sink.Discarder:
+		c3 = 1
+	}
+	switch key := c0*1 + c1*2 + c2*4 + c3*8; key {
+	case 1:
+		return struct {
+			*reader
+			sink.Recoverer
+		}{x, readerRecoverer{x}}
+	case 2:
+		return struct {
+			*reader
+			sink.NameLister
+		}{x, readerNames{x}}
+	case 3:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+		}{x, readerRecoverer{x}, readerNames{x}}
+	case 4:
+		return struct {
+			*reader
+			sink.Prober
+		}{x, readerProber{x}}
+	case 5:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+		}{x, readerRecoverer{x}, readerProber{x}}
+	case 6:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+		}{x, readerNames{x}, readerProber{x}}
+	case 7:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}}
+	case 8:
+		return struct {
+			*reader
+			sink.Discarder
+		}{x, readerDiscarder{x}}
+	case 9:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerDiscarder{x}}
+	case 10:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+		}{x, readerNames{x}, readerDiscarder{x}}
+	case 11:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}}
+	case 12:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+		}{x, readerProber{x}, readerDiscarder{x}}
+	case 13:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}}
+	case 14:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}}
+	case 15:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}}
+	}
+	return x
+}

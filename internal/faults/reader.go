@@ -24,39 +24,21 @@ const (
 	OpReadAt       Op = "File.ReadAt"
 	OpFileClose    Op = "File.Close"
 	OpReaderRecov  Op = "Reader.Recover"
+	OpExists       Op = "Reader.Exists"
+	OpDiscard      Op = "Reader.Discard"
 )
 
 // WrapReader returns r with every call counted by in and failed where in's
 // plan says, as WrapWriter does for the dump side: each method of
 // sink.Reader, the ReadAt and Close of the Files it opens, the methods of
 // the SegmentWriters it creates, and the optional interfaces r implements
-// (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister),
-// and no others. A listing (List, Names, RecordNames) is one call: Fail
-// yields only the failure, Lost lists everything first and then yields only
-// the failure.
+// (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister,
+// Exists when it is a sink.Prober, Discard when it is a sink.Discarder), and
+// no others. A listing (List, Names, RecordNames) is one call: Fail yields
+// only the failure, Lost lists everything first and then yields only the
+// failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
-	w := &reader{inner: r, in: in}
-	_, rec := r.(sink.Recoverer)
-	_, names := r.(sink.NameLister)
-	switch {
-	case rec && names:
-		return struct {
-			*reader
-			sink.Recoverer
-			sink.NameLister
-		}{w, readerRecoverer{w}, readerNames{w}}
-	case rec:
-		return struct {
-			*reader
-			sink.Recoverer
-		}{w, readerRecoverer{w}}
-	case names:
-		return struct {
-			*reader
-			sink.NameLister
-		}{w, readerNames{w}}
-	}
-	return w
+	return composeReader(&reader{inner: r, in: in})
 }
 
 // readerNames forwards a wrapped Reader's Names, counted.
@@ -73,6 +55,22 @@ func (rr readerRecoverer) Recover(ctx context.Context) ([]string, error) {
 	return Call(ctx, rr.r.in, OpReaderRecov, func() ([]string, error) {
 		return rr.r.inner.(sink.Recoverer).Recover(ctx)
 	}, nil)
+}
+
+// readerProber forwards a wrapped Reader's Exists, counted.
+type readerProber struct{ r *reader }
+
+func (rp readerProber) Exists(ctx context.Context, area sink.Area, name string) (bool, error) {
+	return Call(ctx, rp.r.in, OpExists, func() (bool, error) {
+		return rp.r.inner.(sink.Prober).Exists(ctx, area, name)
+	}, nil)
+}
+
+// readerDiscarder forwards a wrapped Reader's Discard, counted.
+type readerDiscarder struct{ r *reader }
+
+func (rd readerDiscarder) Discard(ctx context.Context, area sink.Area, names ...string) error {
+	return rd.r.in.Do(ctx, OpDiscard, func() error { return rd.r.inner.(sink.Discarder).Discard(ctx, area, names...) })
 }
 
 type reader struct {
