@@ -3,8 +3,12 @@ package dlqdump
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // pipeline restores the segments of a pass several at a time, so that the
@@ -35,10 +39,21 @@ type pipeline struct {
 	changed *sync.Cond       // a job was started or the feeder moved on
 	next    int              // the feeder's position in names
 	jobs    map[int]*segJob  // started, not yet taken by Run, by index
+	passed  map[int]error    // passed over by the feeder, with why (see others)
 	last    <-chan struct{}  // the turn of the last job started
 	stopped bool             // stop was called
 	taken   map[*segJob]bool // taken by Run
 	all     []*segJob        // every job started
+
+	// What other restorers did since the pass's listing, learnt when a
+	// run met it (a segment claimed or finished by another): the feeder
+	// lists the store again and passes over what is no longer to be had.
+	// Owned by the feeder.
+	relistRecords atomic.Bool     // a run met another restorer's claim
+	relistReady   atomic.Bool     // a run met a segment another restorer finished
+	started       map[string]bool // the names this pass started
+	elsewhere     map[string]bool // claimed by others since the listing
+	gone          map[string]bool // no longer ready
 }
 
 // segJob is the run of one segment.
@@ -103,7 +118,7 @@ func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
-		jobs: map[int]*segJob{}, last: closedTurn, taken: map[*segJob]bool{}}
+		jobs: map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if pl.depth > 1 {
 		pl.fed.Add(1)
@@ -145,12 +160,18 @@ func (pl *pipeline) feed() {
 			case <-pl.ctx.Done():
 				return
 			}
+			if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
+				pl.others(records, ready)
+			}
 			pl.mu.Lock()
-			j := pl.startLocked(i, name, func() { <-slots })
-			pl.mu.Unlock()
-			if j == nil {
+			if err := pl.elsewhereLocked(name); err != nil {
+				pl.passed[i] = err
+				<-slots
+			} else if j := pl.startLocked(i, name, func() { <-slots }); j == nil {
+				pl.mu.Unlock()
 				return
 			}
+			pl.mu.Unlock()
 		}
 		pl.mu.Lock()
 		pl.next = i + 1
@@ -170,6 +191,7 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 		turn: turn{prev: pl.last, mine: make(chan struct{})}}
 	pl.last = j.turn.mine
 	pl.jobs[i] = j
+	pl.started[name] = true
 	pl.all = append(pl.all, j)
 	pl.changed.Broadcast()
 	pl.runs.Add(1)
@@ -179,6 +201,12 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
 		if !pl.stopsPass(j.err) {
 			j.turn.pass()
+		}
+		switch { // another restorer works here
+		case errors.Is(j.err, ErrClaimed):
+			pl.relistRecords.Store(true)
+		case errors.Is(j.err, ErrNotFound):
+			pl.relistReady.Store(true)
 		}
 		close(j.done)
 	}()
@@ -203,6 +231,11 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	pl.mu.Lock()
 	for pl.next <= i && pl.jobs[i] == nil && !pl.stopped {
 		pl.changed.Wait()
+	}
+	if err, ok := pl.passed[i]; ok {
+		delete(pl.passed, i)
+		pl.mu.Unlock()
+		return err
 	}
 	j := pl.jobs[i]
 	if j == nil {
@@ -277,4 +310,63 @@ func (rep *Report) add(o *Report) {
 	for k, v := range o.ByReason {
 		rep.ByReason[k] += v
 	}
+}
+
+// others lists the store again after a run met another restorer's work
+// since the pass's listing: with records, the segments claimed by others
+// since then (those with a record now that had none, and that this pass did
+// not start); with ready, those no longer ready (finished by others). The
+// feeder passes over them without a request. A segment whose record was
+// there at the listing is tried as usual: it may have been released. A
+// listing that fails changes nothing.
+func (pl *pipeline) others(records, ready bool) {
+	st := pl.r.status.Load()
+	var elsewhere, gone map[string]bool
+	if records {
+		elsewhere = map[string]bool{}
+		for name, err := range pl.r.c.Reader.RecordNames(pl.ctx) {
+			if err != nil {
+				return
+			}
+			if !st.recorded[name] {
+				elsewhere[name] = true
+			}
+		}
+	}
+	if ready {
+		now := map[string]bool{}
+		for name, err := range sink.Names(pl.ctx, pl.r.c.Reader, sink.AreaReady) {
+			if err != nil {
+				return
+			}
+			now[name] = true
+		}
+		gone = map[string]bool{}
+		for _, name := range pl.names {
+			if !now[name] {
+				gone[name] = true
+			}
+		}
+	}
+	pl.mu.Lock()
+	if elsewhere != nil {
+		pl.elsewhere = elsewhere
+	}
+	if gone != nil {
+		pl.gone = gone
+	}
+	pl.mu.Unlock()
+}
+
+// elsewhereLocked returns why the feeder passes over name, nil to start it.
+func (pl *pipeline) elsewhereLocked(name string) error {
+	switch {
+	case pl.started[name]:
+		return nil
+	case pl.gone[name]:
+		return fmt.Errorf("%w: segment %s: finished by another restorer since it was listed", ErrNotFound, name)
+	case pl.elsewhere[name]:
+		return fmt.Errorf("%w: segment %s: claimed by another restorer since it was listed", ErrClaimed, name)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -115,6 +116,16 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(small)
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rounds := make([][]fleetFigures, len(stores))
 	for k := range max(o.rounds, 1) {
 		for i, s := range stores {

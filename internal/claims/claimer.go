@@ -178,12 +178,15 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 }
 
 // ClaimNew is Claim for a segment that had no record when it was listed: it
-// creates the record first (one request, where Claim reads before it
-// writes) and, when a record is there after all, claims as Claim does.
+// creates the record (one request, where Claim reads before it writes). A
+// record there already is another restorer's claim, taken since the
+// listing: ClaimNew then fails with ErrClaimed, having read the record only
+// to tell it from its own write whose answer was lost (Claim, on a later
+// look, observes it and takes it over if it expires).
 func (c *Claimer) ClaimNew(ctx context.Context, name string) (*Claim, error) {
 	cl, err := c.take(ctx, name, Record{}, "")
 	if errors.Is(err, errRetry) {
-		return c.Claim(ctx, name) // a record appeared since the listing
+		return nil, fmt.Errorf("%w: segment %s was claimed since it was listed", ErrClaimed, name)
 	}
 	return cl, err
 }
