@@ -161,7 +161,7 @@ func (pl *pipeline) feed() {
 				return
 			}
 			if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
-				pl.others(records, ready)
+				pl.others(i, records, ready)
 			}
 			pl.mu.Lock()
 			if err := pl.elsewhereLocked(name); err != nil {
@@ -312,16 +312,22 @@ func (rep *Report) add(o *Report) {
 	}
 }
 
-// others lists the store again after a run met another restorer's work
-// since the pass's listing: with records, the segments claimed by others
-// since then (those with a record now that had none, and that this pass did
-// not start); with ready, those no longer ready (finished by others). The
-// feeder passes over them without a request. A segment whose record was
-// there at the listing is tried as usual: it may have been released. A
-// listing that fails changes nothing.
-func (pl *pipeline) others(records, ready bool) {
+// seenPage is how many names a look at the ready segments ahead lists: one
+// page of an S3 listing.
+const seenPage = 1000
+
+// others looks at the store again after a run met another restorer's work
+// since the pass's listing: with records, it lists the records, and the
+// segments claimed by others since then (with a record now that had none,
+// and that this pass did not start) are passed over; with ready, it lists
+// the ready segments after names[i] (a page: sink.NamesAfter), and those of
+// names in that range that are no longer there (finished by others) are
+// passed over, without a request either. A segment whose record was there
+// at the listing is tried as usual: it may have been released. A listing
+// that fails changes nothing.
+func (pl *pipeline) others(i int, records, ready bool) {
 	st := pl.r.status.Load()
-	var elsewhere, gone map[string]bool
+	var elsewhere map[string]bool
 	if records {
 		elsewhere = map[string]bool{}
 		for name, err := range pl.r.c.Reader.RecordNames(pl.ctx) {
@@ -333,18 +339,25 @@ func (pl *pipeline) others(records, ready bool) {
 			}
 		}
 	}
-	if ready {
+	var gone []string
+	if ready && i > 0 {
 		now := map[string]bool{}
-		for name, err := range sink.Names(pl.ctx, pl.r.c.Reader, sink.AreaReady) {
+		last := ""
+		for name, err := range sink.NamesAfter(pl.ctx, pl.r.c.Reader, sink.AreaReady, pl.names[i-1]) {
 			if err != nil {
 				return
 			}
-			now[name] = true
+			now[name], last = true, name
+			if len(now) == seenPage {
+				break
+			}
 		}
-		gone = map[string]bool{}
-		for _, name := range pl.names {
+		for _, name := range pl.names[i:] {
+			if len(now) == seenPage && name > last {
+				break // beyond the page: not seen
+			}
 			if !now[name] {
-				gone[name] = true
+				gone = append(gone, name)
 			}
 		}
 	}
@@ -352,8 +365,11 @@ func (pl *pipeline) others(records, ready bool) {
 	if elsewhere != nil {
 		pl.elsewhere = elsewhere
 	}
-	if gone != nil {
-		pl.gone = gone
+	for _, name := range gone {
+		if pl.gone == nil {
+			pl.gone = map[string]bool{}
+		}
+		pl.gone[name] = true
 	}
 	pl.mu.Unlock()
 }

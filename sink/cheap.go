@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"iter"
 )
 
 // Prober is implemented by Readers that tell whether a segment is there more
@@ -55,4 +56,31 @@ func Discard(ctx context.Context, r Reader, area Area, names ...string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// NameSeeker is implemented by Readers that list an area's names from a
+// given name on at the cost of what is listed (an S3 Reader: a request per
+// page from there), rather than of the whole area.
+type NameSeeker interface {
+	// NamesAfter returns the names of an area's segments that sort after
+	// after, oldest first.
+	NamesAfter(ctx context.Context, area Area, after string) iter.Seq2[string, error]
+}
+
+// NamesAfter lists an area's names after after, oldest first, through r's
+// NameSeeker, or by skipping the names of its listing up to after.
+func NamesAfter(ctx context.Context, r Reader, area Area, after string) iter.Seq2[string, error] {
+	if s, ok := r.(NameSeeker); ok {
+		return s.NamesAfter(ctx, area, after)
+	}
+	return func(yield func(string, error) bool) {
+		for name, err := range Names(ctx, r, area) {
+			if err == nil && name <= after {
+				continue
+			}
+			if !yield(name, err) || err != nil {
+				return
+			}
+		}
+	}
 }

@@ -397,7 +397,12 @@ func composeReader(x *reader) sink.Reader {
 	case sink.Discarder:
 		c3 = 1
 	}
-	switch key := c0*1 + c1*2 + c2*4 + c3*8; key {
+	c4 := 0
+	switch x.inner.(type) {
+	case sink.NameSeeker:
+		c4 = 1
+	}
+	switch key := c0*1 + c1*2 + c2*4 + c3*8 + c4*16; key {
 	case 1:
 		return struct {
 			*reader
@@ -490,6 +495,118 @@ func composeReader(x *reader) sink.Reader {
 			sink.Prober
 			sink.Discarder
 		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}}
+	case 16:
+		return struct {
+			*reader
+			sink.NameSeeker
+		}{x, readerSeeker{x}}
+	case 17:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerSeeker{x}}
+	case 18:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.NameSeeker
+		}{x, readerNames{x}, readerSeeker{x}}
+	case 19:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerSeeker{x}}
+	case 20:
+		return struct {
+			*reader
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerProber{x}, readerSeeker{x}}
+	case 21:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerProber{x}, readerSeeker{x}}
+	case 22:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerNames{x}, readerProber{x}, readerSeeker{x}}
+	case 23:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerSeeker{x}}
+	case 24:
+		return struct {
+			*reader
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerDiscarder{x}, readerSeeker{x}}
+	case 25:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 26:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerNames{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 27:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 28:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 29:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 30:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 31:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
 	}
 	return x
 }

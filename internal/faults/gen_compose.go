@@ -41,6 +41,7 @@ var (
 		{{"sink.NameLister", "readerNames{x}"}},
 		{{"sink.Prober", "readerProber{x}"}},
 		{{"sink.Discarder", "readerDiscarder{x}"}},
+		{{"sink.NameSeeker", "readerSeeker{x}"}},
 	}
 )
 

@@ -26,6 +26,7 @@ const (
 	OpReaderRecov  Op = "Reader.Recover"
 	OpExists       Op = "Reader.Exists"
 	OpDiscard      Op = "Reader.Discard"
+	OpNamesAfter   Op = "Reader.NamesAfter"
 )
 
 // WrapReader returns r with every call counted by in and failed where in's
@@ -33,8 +34,8 @@ const (
 // sink.Reader, the ReadAt and Close of the Files it opens, the methods of
 // the SegmentWriters it creates, and the optional interfaces r implements
 // (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister,
-// Exists when it is a sink.Prober, Discard when it is a sink.Discarder), and
-// no others. A listing (List, Names, RecordNames) is one call: Fail yields
+// Exists when it is a sink.Prober, Discard when it is a sink.Discarder,
+// NamesAfter when it is a sink.NameSeeker), and no others. A listing (List, Names, RecordNames) is one call: Fail yields
 // only the failure, Lost lists everything first and then yields only the
 // failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
@@ -46,6 +47,15 @@ type readerNames struct{ r *reader }
 
 func (rn readerNames) Names(ctx context.Context, area sink.Area) iter.Seq2[string, error] {
 	return listing(ctx, rn.r.in, OpNames, func() iter.Seq2[string, error] { return rn.r.inner.(sink.NameLister).Names(ctx, area) })
+}
+
+// readerSeeker forwards a wrapped Reader's NamesAfter, counted.
+type readerSeeker struct{ r *reader }
+
+func (rs readerSeeker) NamesAfter(ctx context.Context, area sink.Area, after string) iter.Seq2[string, error] {
+	return listing(ctx, rs.r.in, OpNamesAfter, func() iter.Seq2[string, error] {
+		return rs.r.inner.(sink.NameSeeker).NamesAfter(ctx, area, after)
+	})
 }
 
 // readerRecoverer forwards a wrapped Reader's Recover, counted.
