@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -120,6 +121,34 @@ func TestExistsAndDiscard(t *testing.T) {
 		}
 		if err := r.Discard(ctx, sink.AreaReady, missing); err != nil {
 			t.Fatalf("Discard of a missing segment: %v", err)
+		}
+	})
+}
+
+// NamesAfter lists from a name on, in one request for a page.
+func TestNamesAfter(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var names []string
+		for i := range 5 {
+			name, data := buildSegment(t, time.Now().Add(time.Duration(i)*time.Millisecond), segment.CodecZstd, []byte("x"))
+			e.put(t, name, data)
+			names = append(names, name)
+		}
+		var c s3test.Counter
+		r := countingReader(e, &c, 0)
+		var got []string
+		for name, err := range r.NamesAfter(ctx, sink.AreaReady, names[1]) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, name)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(names[2:]) {
+			t.Fatalf("NamesAfter(%s) = %v, want %v", names[1], got, names[2:])
+		}
+		if n := c.Counts()["ListObjects"]; n != 1 {
+			t.Fatalf("NamesAfter made %d ListObjects, want 1", n)
 		}
 	})
 }
