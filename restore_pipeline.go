@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -21,14 +22,25 @@ import (
 // most one block twice, and the destination receives the records in the
 // order a pass restoring one segment at a time gives it.
 //
-// A feeding goroutine starts the runs in listing order, at most depth at
-// once; Run takes their outcomes in order (restore) and stop ends the
+// A feeding goroutine starts the runs in the pass's order, at most depth at
+// once; Run takes their outcomes in that order (restore) and stop ends the
 // pipeline. With depth 1 there is no feeder: a segment is restored when Run
 // asks for it, into the pass's report.
+//
+// The pass's order is the listing's, oldest first, until other restorers
+// show (they held claims when the pass listed the store, or a run met one of
+// their claims): from there on the listing is cut into parts of partSize
+// segments, taken in a random order (each oldest first), so that restorers
+// spread over the listing instead of all trying the same segments; a part
+// is looked at (its page of the listing, and the records) before it is
+// started, and a part where a run met another restorer's claim is left to
+// it.
 type pipeline struct {
 	r      *Restorer
 	opts   *RunOptions
 	names  []string
+	order  []int // positions to indexes of names; nil: the listing's order (under mu)
+	pos    []int // indexes to positions; nil with order (under mu)
 	depth  int
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -37,7 +49,8 @@ type pipeline struct {
 
 	mu      sync.Mutex
 	changed *sync.Cond       // a job was started or the feeder moved on
-	next    int              // the feeder's position in names
+	next    int              // the feeder's position in the order
+	runAt   int              // Run's position in the order
 	jobs    map[int]*segJob  // started, not yet taken by Run, by index
 	passed  map[int]error    // passed over by the feeder, with why (see others)
 	last    <-chan struct{}  // the turn of the last job started
@@ -54,6 +67,36 @@ type pipeline struct {
 	started       map[string]bool // the names this pass started
 	elsewhere     map[string]bool // claimed by others since the listing
 	gone          map[string]bool // no longer ready
+	met           atomic.Int64    // 1 + the part where a run met another's claim
+	left          int             // 1 + the part being passed over
+}
+
+// partSize is how many segments of the listing a part holds, when other
+// restorers work on the store.
+const partSize = 64
+
+// at returns the index in names of the segment at position k of the order,
+// for Run, which is there.
+func (pl *pipeline) at(k int) int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.runAt = k
+	return pl.atLocked(k)
+}
+
+func (pl *pipeline) atLocked(k int) int {
+	if pl.order == nil {
+		return k
+	}
+	return pl.order[k]
+}
+
+// positionLocked returns the position in the order of names[i].
+func (pl *pipeline) positionLocked(i int) int {
+	if pl.pos == nil {
+		return i
+	}
+	return pl.pos[i]
 }
 
 // segJob is the run of one segment.
@@ -121,11 +164,49 @@ func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []st
 		jobs: map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if pl.depth > 1 {
+		if st := r.status.Load(); st != nil && st.claimed > 0 {
+			pl.mu.Lock()
+			pl.shuffleLocked()
+			pl.mu.Unlock()
+		}
 		pl.fed.Add(1)
 		go pl.feed()
 	}
 	return pl
 }
+
+// shuffleLocked takes the parts of the listing neither the feeder nor Run
+// has reached in a random order, once.
+func (pl *pipeline) shuffleLocked() {
+	if pl.order != nil || len(pl.names) <= partSize {
+		return
+	}
+	from := max(pl.next, pl.runAt+1)
+	if from > 0 {
+		from = (from/partSize + 1) * partSize // from the next part on: the order of what was reached stays
+	}
+	pl.order = make([]int, len(pl.names))
+	pl.pos = make([]int, len(pl.names))
+	for k := range pl.order {
+		pl.order[k] = k
+	}
+	if from < len(pl.names) {
+		parts := rand.Perm((len(pl.names) - from + partSize - 1) / partSize)
+		k := from
+		for _, p := range parts {
+			for i := from + p*partSize; i < min(from+(p+1)*partSize, len(pl.names)); i++ {
+				pl.order[k] = i
+				k++
+			}
+		}
+	}
+	for k, i := range pl.order {
+		pl.pos[i] = k
+	}
+}
+
+// part returns the part of names[i] (its index over partSize).
+func part(i int) int { return i / partSize }
 
 // startable reports whether the feeder starts the segment ahead: Run would
 // restore it. (What Run skips for this reason only grows during a pass, so
@@ -150,21 +231,43 @@ func (pl *pipeline) feed() {
 		pl.mu.Unlock()
 	}()
 	slots := make(chan struct{}, pl.depth)
-	for i, name := range pl.names {
+	looked := -1 // the part looked at last
+	for k := range pl.names {
 		if pl.ctx.Err() != nil {
 			return
 		}
+		pl.mu.Lock()
+		i := pl.atLocked(k)
+		pl.mu.Unlock()
+		name := pl.names[i]
 		if pl.startable(name) {
 			select {
 			case slots <- struct{}{}:
 			case <-pl.ctx.Done():
 				return
 			}
-			if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
+			if m := int(pl.met.Swap(0)); m > 0 {
+				pl.mu.Lock()
+				shuffled := pl.order != nil
+				pl.shuffleLocked() // other restorers work here: spread out
+				pl.mu.Unlock()
+				if shuffled {
+					pl.left = m // leave the part where one works to it
+				}
+			}
+			pl.mu.Lock()
+			shuffled := pl.order != nil
+			pl.mu.Unlock()
+			if shuffled && part(i) != looked {
+				looked = part(i) // a part in the random order: look at it first
+				pl.relistRecords.Store(false)
+				pl.relistReady.Store(false)
+				pl.others(i, true, true)
+			} else if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
 				pl.others(i, records, ready)
 			}
 			pl.mu.Lock()
-			if err := pl.elsewhereLocked(name); err != nil {
+			if err := pl.elsewhereLocked(i, name); err != nil {
 				pl.passed[i] = err
 				<-slots
 			} else if j := pl.startLocked(i, name, func() { <-slots }); j == nil {
@@ -174,7 +277,7 @@ func (pl *pipeline) feed() {
 			pl.mu.Unlock()
 		}
 		pl.mu.Lock()
-		pl.next = i + 1
+		pl.next = k + 1
 		pl.changed.Broadcast()
 		pl.mu.Unlock()
 	}
@@ -205,6 +308,7 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 		switch { // another restorer works here
 		case errors.Is(j.err, ErrClaimed):
 			pl.relistRecords.Store(true)
+			pl.met.Store(int64(part(i)) + 1)
 		case errors.Is(j.err, ErrNotFound):
 			pl.relistReady.Store(true)
 		}
@@ -229,7 +333,7 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 		return pl.r.restoreSegment(pl.ctx, pl.names[i], pl.opts, rep, nil)
 	}
 	pl.mu.Lock()
-	for pl.next <= i && pl.jobs[i] == nil && !pl.stopped {
+	for pl.next <= pl.positionLocked(i) && pl.jobs[i] == nil && !pl.stopped {
 		pl.changed.Wait()
 	}
 	if err, ok := pl.passed[i]; ok {
@@ -374,11 +478,14 @@ func (pl *pipeline) others(i int, records, ready bool) {
 	pl.mu.Unlock()
 }
 
-// elsewhereLocked returns why the feeder passes over name, nil to start it.
-func (pl *pipeline) elsewhereLocked(name string) error {
+// elsewhereLocked returns why the feeder passes over names[i], nil to start
+// it.
+func (pl *pipeline) elsewhereLocked(i int, name string) error {
 	switch {
 	case pl.started[name]:
 		return nil
+	case pl.left == part(i)+1:
+		return fmt.Errorf("%w: segment %s: left to another restorer working on its part of the listing", ErrClaimed, name)
 	case pl.gone[name]:
 		return fmt.Errorf("%w: segment %s: finished by another restorer since it was listed", ErrNotFound, name)
 	case pl.elsewhere[name]:

@@ -267,7 +267,9 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 	}
 	pl := r.newPipeline(ctx, &opts, st.readyNames)
 	defer pl.stop(nil) // Run's returns stop it first, with pl.end
-	for i, si := range st.readyNames {
+	for k := range st.readyNames {
+		i := pl.at(k) // the pass's order: the listing's, or its parts shuffled
+		si := st.readyNames[i]
 		if ctx.Err() != nil {
 			return pl.end(&rep), ctx.Err()
 		}

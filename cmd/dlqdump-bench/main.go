@@ -8,6 +8,7 @@
 //	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
 //	go run ./cmd/dlqdump-bench all     [flags]
 //	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
+//	go run ./cmd/dlqdump-bench sim     [flags]   # fleets of restorers on a simulated S3 prefix (docs/SCALING.md)
 //
 // Run with -h for the flags.
 package main
@@ -42,11 +43,18 @@ type options struct {
 	restorers     int
 	smallRecords  int
 	smallCapacity dlqdump.MemorySize
+
+	// sim
+	simRestorers      string
+	simSegments       int
+	simFor            time.Duration
+	simFinalSegments  int
+	simFinalRestorers int
 }
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|fleet [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|fleet|sim [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -67,6 +75,11 @@ func main() {
 	fl.IntVar(&o.restorers, "restorers", 4, "fleet: restorers draining the small segments at once")
 	fl.IntVar(&o.smallRecords, "small-records", 60_000, "fleet: records dumped into small segments")
 	fl.StringVar(&smallCapacity, "small-capacity", "4KiB", "fleet: Capacity of the small segments")
+	fl.StringVar(&o.simRestorers, "sim-restorers", "1,2,5,10,20,50,100", "sim: the fleets' sizes, one run each")
+	fl.IntVar(&o.simSegments, "sim-segments", 20000, "sim: segments in the prefix at the start of a run")
+	fl.DurationVar(&o.simFor, "sim-for", time.Minute, "sim: the longest a run lasts")
+	fl.IntVar(&o.simFinalSegments, "sim-final-segments", 0, "sim: segments for the run of -sim-final-restorers restorers (e.g. 1000000); 0: -sim-segments")
+	fl.IntVar(&o.simFinalRestorers, "sim-final-restorers", 100, "sim: the fleet -sim-final-segments is for")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {
@@ -82,6 +95,15 @@ func main() {
 		}
 		defer os.RemoveAll(d)
 		o.dir = d
+	}
+	if cmd == "sim" {
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		err := benchSim(tw, &o)
+		tw.Flush()
+		if err != nil {
+			fatal(err)
+		}
+		return
 	}
 	fmt.Printf("dlqdump-bench %s: %d records of ~%d B (generated JSON dead letters), codec %s, GOMAXPROCS=%d, %s/%s\n\n",
 		cmd, o.n, o.size, o.codec, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
