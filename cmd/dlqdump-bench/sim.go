@@ -28,6 +28,7 @@ type simPoint struct {
 	restorers, segments int
 	took                time.Duration
 	done                float64 // segments restored (records delivered / simRecords)
+	steady              float64 // segments/s from a tenth of them to nine tenths; 0: not reached
 	counts              map[string]int64
 	slowdowns           int64
 }
@@ -83,6 +84,30 @@ func simRun(o *options, n, segments int) (simPoint, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	start := time.Now()
+	// The steady rate: between a tenth and nine tenths of the segments, so
+	// that neither the first listing nor the last segments' tail (fewer
+	// left than restorers have in flight) count.
+	var t10, t90 time.Duration
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+			done := float64(delivered.Load()) / simRecords
+			switch {
+			case t10 == 0 && done >= 0.1*float64(segments):
+				t10 = time.Since(start)
+			case t90 == 0 && done >= 0.9*float64(segments):
+				t90 = time.Since(start)
+				return
+			}
+		}
+	})
 	for _, r := range rs {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -106,11 +131,17 @@ func simRun(o *options, n, segments int) (simPoint, error) {
 	}
 	wg.Wait()
 	took := time.Since(start)
+	cancel()
+	sampler.Wait()
 	for _, r := range rs {
 		_ = r.Close()
 	}
 	counts, slow := st.Counts()
-	return simPoint{restorers: n, segments: segments, took: took, done: float64(delivered.Load()) / simRecords, counts: counts, slowdowns: slow}, nil
+	p := simPoint{restorers: n, segments: segments, took: took, done: float64(delivered.Load()) / simRecords, counts: counts, slowdowns: slow}
+	if t90 > 0 {
+		p.steady = 0.8 * float64(segments) / (t90 - t10).Seconds()
+	}
+	return p, nil
 }
 
 // simSeed puts segments small segments into st, oldest first.
@@ -173,7 +204,7 @@ func total(c map[string]int64) int64 {
 // before the next delivers is the one round trip on the path of delivery),
 // and a prefix at most WriteRate over the writes a segment takes.
 func simReport(w io.Writer, o *options, points []simPoint) {
-	fmt.Fprintf(w, "restorers\tsegments\tsegments/s\tmodel\twrites/segment\treads/segment\tSlowDowns/segment\ttook\t\n")
+	fmt.Fprintf(w, "restorers\tsegments\tsegments/s\tsteady segments/s\tmodel\twrites/segment\treads/segment\tSlowDowns/segment\ttook\t\n")
 	for _, p := range points {
 		writes := float64(writesOf(p.counts)) / p.done
 		reads := float64(total(p.counts)-writesOf(p.counts)) / p.done
@@ -181,7 +212,11 @@ func simReport(w io.Writer, o *options, points []simPoint) {
 		if prefix := s3sim.WriteRate / writes; prefix < model {
 			model = prefix
 		}
-		fmt.Fprintf(w, "%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.3f\t%s\t\n", p.restorers, int(p.done), p.rate(), model, writes, reads,
+		steady := "-"
+		if p.steady > 0 {
+			steady = fmt.Sprintf("%.0f", p.steady)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%.0f\t%s\t%.0f\t%.2f\t%.2f\t%.3f\t%s\t\n", p.restorers, int(p.done), p.rate(), steady, model, writes, reads,
 			float64(p.slowdowns)/p.done, p.took.Round(time.Second))
 	}
 	fmt.Fprintf(w, "\ncommand: %s\t\n", strings.Join(os.Args, " "))

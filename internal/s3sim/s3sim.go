@@ -93,7 +93,7 @@ func New(o Options) *Store {
 		if r < 0 {
 			return nil
 		}
-		return rate.NewLimiter(rate.Limit(r), max(1, int(r/10))) // a tenth of a second of burst
+		return rate.NewLimiter(rate.Limit(r), max(1, int(r))) // a second of burst
 	}
 	s.writes, s.reads = limit(o.WriteRate, WriteRate), limit(o.ReadRate, ReadRate)
 	return s
