@@ -16,11 +16,11 @@ import (
 // round trips of one (its claim, its reads, its finish: deleting it and its
 // record) overlap the deliveries of another, while the deliveries themselves
 // keep the order and the bound of one segment at a time: the segments
-// deliver in listing order, each waiting for its turn, which the one before
-// it passes once its deliveries are durable (its progress says it is done)
-// or its run ended without stopping the pass. So a crash still delivers at
-// most one block twice, and the destination receives the records in the
-// order a pass restoring one segment at a time gives it.
+// deliver in the pass's order, each waiting for its turn, which the one
+// before it passes once its deliveries are durable (its progress says it is
+// done) or its run ended without stopping the pass. So a crash still
+// delivers at most one block twice, and the destination receives the
+// records in the order a pass restoring one segment at a time gives it.
 //
 // A feeding goroutine starts the runs in the pass's order, at most depth at
 // once; Run takes their outcomes in that order (restore) and stop ends the
@@ -29,23 +29,24 @@ import (
 //
 // The pass's order is the listing's, oldest first, until other restorers
 // show (they held claims when the pass listed the store, or a run met one of
-// their claims): from there on the listing is cut into parts of partSize
-// segments, taken in a random order (each oldest first), so that restorers
-// spread over the listing instead of all trying the same segments; a part
-// is looked at (its page of the listing, and the records) before it is
-// started, and a part where a run met another restorer's claim is left to
-// it.
+// their claims): from there on the listing is cut into parts (a 256th of it,
+// from 64 segments to a page of 1000), taken in a random order (each oldest
+// first), so that restorers spread over the listing instead of all trying
+// the same segments; a part is looked at (its page of the listing, and the
+// records) before it is started, and a part where a run met another
+// restorer's claim is left to it.
 type pipeline struct {
-	r      *Restorer
-	opts   *RunOptions
-	names  []string
-	order  []int // positions to indexes of names; nil: the listing's order (under mu)
-	pos    []int // indexes to positions; nil with order (under mu)
-	depth  int
-	ctx    context.Context
-	cancel context.CancelFunc
-	fed    sync.WaitGroup // the feeding goroutine
-	runs   sync.WaitGroup // the segments' runs
+	r        *Restorer
+	opts     *RunOptions
+	names    []string
+	partSize int   // segments in a part of the listing
+	order    []int // positions to indexes of names; nil: the listing's order (under mu)
+	pos      []int // indexes to positions; nil with order (under mu)
+	depth    int
+	ctx      context.Context
+	cancel   context.CancelFunc
+	fed      sync.WaitGroup // the feeding goroutine
+	runs     sync.WaitGroup // the segments' runs
 
 	mu      sync.Mutex
 	changed *sync.Cond       // a job was started or the feeder moved on
@@ -71,9 +72,14 @@ type pipeline struct {
 	left          int             // 1 + the part being passed over
 }
 
-// partSize is how many segments of the listing a part holds, when other
-// restorers work on the store.
-const partSize = 64
+// A part of the listing, when other restorers work on the store, holds a
+// 256th of it, at least minPart segments and at most a page (seenPage), so
+// that looking at a part is a request for its page, and a large listing
+// is not looked at part by part by every restorer.
+const (
+	minPart = 64
+	parts   = 256
+)
 
 // at returns the index in names of the segment at position k of the order,
 // for Run, which is there.
@@ -161,7 +167,8 @@ func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
-		jobs: map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
+		partSize: min(max(len(names)/parts, minPart), seenPage),
+		jobs:     map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if pl.depth > 1 {
 		if st := r.status.Load(); st != nil && st.claimed > 0 {
@@ -178,6 +185,7 @@ func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []st
 // shuffleLocked takes the parts of the listing neither the feeder nor Run
 // has reached in a random order, once.
 func (pl *pipeline) shuffleLocked() {
+	partSize := pl.partSize
 	if pl.order != nil || len(pl.names) <= partSize {
 		return
 	}
@@ -205,8 +213,8 @@ func (pl *pipeline) shuffleLocked() {
 	}
 }
 
-// part returns the part of names[i] (its index over partSize).
-func part(i int) int { return i / partSize }
+// part returns the part of names[i].
+func (pl *pipeline) part(i int) int { return i / pl.partSize }
 
 // startable reports whether the feeder starts the segment ahead: Run would
 // restore it. (What Run skips for this reason only grows during a pass, so
@@ -258,8 +266,8 @@ func (pl *pipeline) feed() {
 			pl.mu.Lock()
 			shuffled := pl.order != nil
 			pl.mu.Unlock()
-			if shuffled && part(i) != looked {
-				looked = part(i) // a part in the random order: look at it first
+			if shuffled && pl.part(i) != looked {
+				looked = pl.part(i) // a part in the random order: look at it first
 				pl.relistRecords.Store(false)
 				pl.relistReady.Store(false)
 				pl.others(i, true, true)
@@ -308,7 +316,7 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 		switch { // another restorer works here
 		case errors.Is(j.err, ErrClaimed):
 			pl.relistRecords.Store(true)
-			pl.met.Store(int64(part(i)) + 1)
+			pl.met.Store(int64(pl.part(i)) + 1)
 		case errors.Is(j.err, ErrNotFound):
 			pl.relistReady.Store(true)
 		}
@@ -484,7 +492,7 @@ func (pl *pipeline) elsewhereLocked(i int, name string) error {
 	switch {
 	case pl.started[name]:
 		return nil
-	case pl.left == part(i)+1:
+	case pl.left == pl.part(i)+1:
 		return fmt.Errorf("%w: segment %s: left to another restorer working on its part of the listing", ErrClaimed, name)
 	case pl.gone[name]:
 		return fmt.Errorf("%w: segment %s: finished by another restorer since it was listed", ErrNotFound, name)
