@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -68,16 +69,18 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 		}
 		st.readyNames = append(st.readyNames, name)
 	}
-	ready := make(map[string]bool, len(st.readyNames))
-	for _, n := range st.readyNames {
-		ready[n] = true
+	// Listings are sorted: a record's segment is looked up in the names,
+	// not in a map of them (a million segments would make a map of a
+	// million for every refresh).
+	if !slices.IsSorted(st.readyNames) {
+		slices.Sort(st.readyNames)
 	}
 	var others []string
 	for name, err := range r.c.Reader.RecordNames(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list claims: %w", err)
 		}
-		if !ready[name] {
+		if _, ready := slices.BinarySearch(st.readyNames, name); !ready {
 			others = append(others, name)
 			continue
 		}
