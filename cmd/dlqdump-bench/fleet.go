@@ -160,7 +160,7 @@ func fleetRound(o *options, pool [][]byte, s *fleetStore, small string, smallRec
 		f.dumpReq = s.counter.Counts().Sub(before)
 		before = s.counter.Counts()
 	}
-	rep, d, err := restoreOnce(s.reader(place), o.n)
+	rep, d, err := restoreOnce(s.reader(place), o.n, o.checkpoint)
 	if err != nil {
 		return err
 	}
@@ -266,11 +266,11 @@ func countBlocks(rd sink.Reader) (segments, blocks int, err error) {
 }
 
 // restoreOnce restores everything in rd with one Restorer of the default
-// settings into a destination that accepts all, and checks that n records
-// were delivered.
-func restoreOnce(rd sink.Reader, n int) (dlqdump.Report, time.Duration, error) {
+// settings (but checkpoint, CheckpointInterval) into a destination that
+// accepts all, and checks that n records were delivered.
+func restoreOnce(rd sink.Reader, n int, checkpoint time.Duration) (dlqdump.Report, time.Duration, error) {
 	dst := nopQueue{new(atomic.Int64)}
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{}, Queue: dst})
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{}, Queue: dst, CheckpointInterval: checkpoint})
 	if err != nil {
 		return dlqdump.Report{}, 0, err
 	}

@@ -43,6 +43,7 @@ type options struct {
 	restorers     int
 	smallRecords  int
 	smallCapacity dlqdump.MemorySize
+	checkpoint    time.Duration
 
 	// sim
 	simRestorers      string
@@ -75,6 +76,7 @@ func main() {
 	fl.IntVar(&o.restorers, "restorers", 4, "fleet: restorers draining the small segments at once")
 	fl.IntVar(&o.smallRecords, "small-records", 60_000, "fleet: records dumped into small segments")
 	fl.StringVar(&smallCapacity, "small-capacity", "4KiB", "fleet: Capacity of the small segments")
+	fl.DurationVar(&o.checkpoint, "checkpoint-interval", 0, "fleet: the restorer's CheckpointInterval (0: the default, a checkpoint per block)")
 	fl.StringVar(&o.simRestorers, "sim-restorers", "1,2,5,10,20,50,100", "sim: the fleets' sizes, one run each")
 	fl.IntVar(&o.simSegments, "sim-segments", 20000, "sim: segments in the prefix at the start of a run")
 	fl.DurationVar(&o.simFor, "sim-for", time.Minute, "sim: the longest a run lasts")
