@@ -406,7 +406,11 @@ func (w *Writer) close(ctx context.Context, st *spool) error {
 		what = append(what, fmt.Sprintf("%d segments held in memory were not uploaded and are lost", n-unsure))
 	}
 	if unsure > 0 {
-		what = append(what, fmt.Sprintf("%d segment whose upload was under way may or may not be stored", unsure))
+		if unsure == 1 {
+			what = append(what, "1 segment whose upload was under way may or may not be stored")
+		} else {
+			what = append(what, fmt.Sprintf("%d segments whose uploads were under way may or may not be stored", unsure))
+		}
 	}
 	return fmt.Errorf("dlqdump: s3: close: %s (%d bytes): %w", strings.Join(what, "; "), b, err)
 }
