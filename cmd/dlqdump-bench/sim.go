@@ -99,6 +99,10 @@ func simRun(o *options, n, segments int) (simPoint, error) {
 				return
 			}
 			done := float64(delivered.Load()) / simRecords
+			if el := time.Since(start); el/(30*time.Second) != (el-50*time.Millisecond)/(30*time.Second) {
+				_, slow := st.Counts()
+				fmt.Fprintf(os.Stderr, "  %s: %.0f segments restored, %.0f/s so far, %d SlowDowns\n", el.Round(time.Second), done, done/el.Seconds(), slow)
+			}
 			switch {
 			case t10 == 0 && done >= 0.1*float64(segments):
 				t10 = time.Since(start)
