@@ -172,6 +172,19 @@ type Config struct {
 	// records after it that were accepted meanwhile, at most
 	// Concurrency-1, are delivered again. Default 1: one at a time.
 	Concurrency int
+	// SegmentsInFlight is how many segments a Restorer works on at once:
+	// while one delivers, the next are claimed, opened and read ahead, and
+	// those delivered are deleted (or archived) with their records, so
+	// that the round trips of a distant store (S3: some milliseconds each,
+	// ten or more on AWS) overlap instead of adding up. Deliveries keep
+	// the order and the bound of one segment at a time: the segments
+	// deliver in listing order, each once the one before it has recorded
+	// that its deliveries are done, so a crash still delivers at most one
+	// block twice. A dry run, and a pass with a Limit, work on one segment
+	// at a time. Each segment in flight holds a claim (renewed every
+	// Lease/3) and its read-ahead (see s3.Reader.ReadAhead). 1: one at a
+	// time. Default 8.
+	SegmentsInFlight int
 	// MaxReplays quarantines records that were restored and dead-lettered
 	// again this many times (HeaderReplays), instead of cycling forever.
 	// The count travels with items that are HeaderCarriers, or as Envelopes
@@ -195,8 +208,13 @@ type Config struct {
 	// CheckpointInterval is the least time between two checkpoints while a
 	// segment is restored. A checkpoint is written after every block (so a
 	// crash delivers at most one block twice) unless the previous one is
-	// younger than this; set it for stores where a write is costly, such as
-	// S3. Default 0.
+	// younger than this; the last block's is always written. On a distant
+	// store (S3) the default is the fast one for many segments: their
+	// checkpoints' round trips overlap the other segments' work (see
+	// SegmentsInFlight). Within one large segment each block waits for the
+	// previous one's checkpoint; setting this trades the one-block bound
+	// for fewer writes there: a crash then delivers up to this long's
+	// deliveries twice. Default 0.
 	CheckpointInterval time.Duration
 	// Archive moves restored segments to the archive area instead of
 	// deleting them. Default false.
@@ -346,6 +364,8 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: Destinations: %s", ErrConfig, badDestinations(c.Destinations))
 	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
 		return nil, fmt.Errorf("%w: Concurrency: %d is outside 0..%d", ErrConfig, c.Concurrency, maxConcurrency)
+	case c.SegmentsInFlight < 0 || c.SegmentsInFlight > maxSegmentsInFlight:
+		return nil, fmt.Errorf("%w: SegmentsInFlight: %d is outside 0..%d", ErrConfig, c.SegmentsInFlight, maxSegmentsInFlight)
 	case c.VersionPolicy > VersionKeep:
 		return nil, fmt.Errorf("%w: VersionPolicy: unknown policy %d", ErrConfig, c.VersionPolicy)
 	case c.Lease < 0:
@@ -393,6 +413,9 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 	}
 	if r.Concurrency == 0 {
 		r.Concurrency = 1
+	}
+	if r.SegmentsInFlight == 0 {
+		r.SegmentsInFlight = defaultSegmentsInFlight
 	}
 	if r.MaxReplays == 0 {
 		r.MaxReplays = 5
@@ -459,6 +482,13 @@ func badDestinations(d map[string]queue.Enqueuer) string {
 
 // maxConcurrency bounds Config.Concurrency.
 const maxConcurrency = 1024
+
+// defaultSegmentsInFlight and maxSegmentsInFlight are Config.SegmentsInFlight's
+// default and bound.
+const (
+	defaultSegmentsInFlight = 8
+	maxSegmentsInFlight     = 256
+)
 
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {

@@ -54,8 +54,9 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk *segment.Block // the block being handled
-	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	blk  *segment.Block // the block being handled
+	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
 }
 
 // stopDeadline bounds the writes that record where a cancelled run stopped.
@@ -69,13 +70,13 @@ const (
 )
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
-// restores it.
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report) error {
+// restores it, delivering once its turn came (nil: at once).
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered()}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -88,7 +89,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			g.released = rec.State == claims.StateQuarantined
 		}
 	} else {
-		cl, err := r.claimer.Claim(ctx, name)
+		cl, err := r.claim(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -204,15 +205,18 @@ func (g *segRun) run(found json.RawMessage) error {
 		if err := g.readBlocks(); err != nil {
 			return err
 		}
-		g.prog.Done = true
-		if err := g.save(true); err != nil {
-			return err
+		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
+			g.prog.Done = true
+			if err := g.save(true); err != nil {
+				return err
+			}
 		}
 	} else if g.hasRemainder() {
 		if err := g.readRemainder(); err != nil {
 			return err
 		}
 	}
+	g.turn.pass() // its deliveries are durable: the next segment's may start
 	if g.untouched() {
 		return g.finish()
 	}
@@ -291,6 +295,9 @@ func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
 // readBlocks handles the records from the position on, checkpointing after
 // every block. Blocks are decoded ahead, in parallel, by a segment.Stream.
 func (g *segRun) readBlocks() error {
+	if err := g.turn.wait(g.ctx); err != nil {
+		return err // stopped before delivering anything
+	}
 	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
@@ -366,10 +373,20 @@ func (g *segRun) block(b *segment.Block) error {
 	}
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
+	last := g.lastBlock(next)
+	if last {
+		g.prog.Done = true // in this checkpoint, not one more
+	}
 	if g.r.stopping.Load() || !g.opts.stopAt.IsZero() && time.Now().After(g.opts.stopAt) {
 		return g.stop(next, errStop)
 	}
-	if err := g.save(false); err != nil {
+	var err error
+	if last {
+		err = g.saveLast()
+	} else {
+		err = g.save(false)
+	}
+	if err != nil {
 		return err
 	}
 	if g.opts.OnBlock != nil && !g.dry {

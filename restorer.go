@@ -356,9 +356,13 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 		return errors.Join(append(errs, nk)...)
 	}
-	for _, si := range names {
+	pl := r.newPipeline(ctx, &opts, names)
+	defer pl.stop(nil) // Run's returns stop it first, with pl.end
+	for k := range names {
+		i := pl.at(k) // the pass's order: the listing's, or its parts shuffled
+		si := names[i]
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			return pl.end(&rep), ctx.Err()
 		}
 		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
@@ -379,25 +383,25 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			}
 			continue
 		}
-		err := r.restoreSegment(ctx, si, &opts, &rep)
+		err := pl.restore(i, &rep)
 		if err != nil && r.closing.Err() != nil && ctx.Err() == nil {
-			return rep, errors.Join(append(errs, ErrClosed)...)
+			return pl.end(&rep), errors.Join(append(errs, ErrClosed)...)
 		}
 		var bs *blockStop
 		switch {
 		case err == nil:
 		case errors.As(err, &bs):
 			errs = append(errs, bs.err)
-			return rep, result()
+			return pl.end(&rep), result()
 		case errors.Is(err, errStop):
-			return rep, result()
+			return pl.end(&rep), result()
 		case errors.Is(err, ErrUnavailable):
 			// The destination is down: the segments after this one
 			// would only be tried in vain. The segment resumes where
 			// it stopped; the caller (passLoop: the log) says why.
 			r.setErr(err)
 			errs = append(errs, err)
-			return rep, result()
+			return pl.end(&rep), result()
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++ // another restorer has it
 		case errors.Is(err, ErrNotFound):
@@ -406,7 +410,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			rep.NoKeySegments++ // left in place, logged by openFailed
 			noKey = append(noKey, si)
 		case ctx.Err() != nil:
-			return rep, ctx.Err()
+			return pl.end(&rep), ctx.Err()
 		default:
 			r.setErr(err)
 			r.log.Warn("restoring a segment failed", slog.String("segment", si), slog.Any("error", err))
@@ -415,7 +419,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			}
 		}
 	}
-	return rep, result()
+	return pl.end(&rep), result()
 }
 
 // sweep removes the records of segments that are neither ready nor

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -41,7 +42,8 @@ type RestorerStats struct {
 type storeStatus struct {
 	missing              error // the Reader's location does not exist (sink.Locator)
 	readyNames           []string
-	orphans              []string // records of segments neither ready nor quarantined
+	recorded             map[string]bool // ready segments that had a record
+	orphans              []string        // records of segments neither ready nor quarantined
 	ready, claimed, quar int
 	oldest               time.Duration
 	at                   time.Time
@@ -67,19 +69,25 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 		}
 		st.readyNames = append(st.readyNames, name)
 	}
-	ready := make(map[string]bool, len(st.readyNames))
-	for _, n := range st.readyNames {
-		ready[n] = true
+	// Listings are sorted: a record's segment is looked up in the names,
+	// not in a map of them (a million segments would make a map of a
+	// million for every refresh).
+	if !slices.IsSorted(st.readyNames) {
+		slices.Sort(st.readyNames)
 	}
 	var others []string
 	for name, err := range r.c.Reader.RecordNames(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("dlqdump: list claims: %w", err)
 		}
-		if !ready[name] {
+		if _, ready := slices.BinarySearch(st.readyNames, name); !ready {
 			others = append(others, name)
 			continue
 		}
+		if st.recorded == nil {
+			st.recorded = map[string]bool{}
+		}
+		st.recorded[name] = true
 		if _, live, err := r.claimer.Inspect(ctx, name); err == nil && live {
 			st.claimed++
 		}

@@ -182,19 +182,16 @@ func childRestore(s *spec, ds *dataSet) (*result, error) {
 	switch {
 	case isDLQ(s.System):
 		var rd dlqdump.Reader = &dfs.Reader{Directory: s.Dir}
-		var cpEvery time.Duration
 		if s.System == sysDLQS3 {
 			rd = &s3.Reader{Client: s.S3.Client(), Bucket: s.S3.Bucket, Prefix: s.Prefix}
-			cpEvery = time.Second // a checkpoint is a PUT; see Config.CheckpointInterval
 		}
 		var delivered atomic.Int64
 		res.BaseRSS = startPhase()
 		start := time.Now()
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{
-			Reader:             rd,
-			Decoder:            decoder.Fallthrough{},
-			Queue:              nopQueue{&delivered},
-			CheckpointInterval: cpEvery,
+			Reader:  rd,
+			Decoder: decoder.Fallthrough{},
+			Queue:   nopQueue{&delivered},
 		})
 		if err != nil {
 			return nil, err

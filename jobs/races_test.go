@@ -194,9 +194,11 @@ func TestEndWriteFailureTakenOver(t *testing.T) {
 	js, rnA := runnerOn(t, h, st, &dest{}, 1, jobs.RunnerOptions{Owner: "A"})
 	_, rnB := runnerOn(t, st, st, &dest{}, 1, jobs.RunnerOptions{Owner: "B"})
 	var failed atomic.Bool
+	failedOnce := make(chan struct{})
 	h.set(func(h *hooked) {
 		h.beforeWrite = func(table, key string, data []byte) error {
 			if key == "j-e1" && strings.Contains(string(data), `"state":"completed"`) && failed.CompareAndSwap(false, true) {
+				close(failedOnce)
 				return errors.New("injected: 503 SlowDown")
 			}
 			return nil
@@ -206,6 +208,7 @@ func TestEndWriteFailureTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = rnA.Start()
+	<-failedOnce // A ran the job and its end failed; B is there to take it over
 	_ = rnB.Start()
 	if j := waitJob(t, js, "e1"); j.State != jobs.Completed || !failed.Load() {
 		t.Fatalf("job %+v; end write failed: %v", j, failed.Load())

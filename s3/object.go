@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqdump/dlqdump/sink"
@@ -51,6 +54,67 @@ const (
 )
 
 var _ sink.File = (*object)(nil)
+
+// openObject opens the object at key with a GET of its first chunk, whose
+// answer says the object's size too, and starts fetching its last chunk,
+// where a segment's footer is. For a missing object notFound(err) is true.
+func openObject(ctx context.Context, s *store, key string, chunkSize int64, ahead int) (*object, error) {
+	rng := "bytes=0-" + strconv.FormatInt(chunkSize-1, 10)
+	var (
+		first []byte
+		size  int64
+	)
+	err := s.call(ctx, "GetObject", key, chunkSize, true, func(ctx context.Context) error {
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &rng})
+		if httpStatus(err) == http.StatusRequestedRangeNotSatisfiable {
+			first, size = nil, 0 // an empty object has no byte 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		total, ok := rangeTotal(aws.ToString(out.ContentRange))
+		if !ok { // the whole object, the range ignored
+			total = aws.ToInt64(out.ContentLength)
+		}
+		buf := make([]byte, min(chunkSize, total))
+		if _, err := io.ReadFull(out.Body, buf); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("%w: range %s of %d bytes: %w", errShortBody, rng, total, err)
+			}
+			return err
+		}
+		first, size = buf, total
+		return nil
+	})
+	if err != nil {
+		return nil, err // notFound(err) for a missing object
+	}
+	o := newObject(ctx, s, key, size, chunkSize, ahead)
+	if size > 0 {
+		done := make(chan struct{})
+		close(done)
+		o.mu.Lock()
+		o.chunks[0] = &chunk{done: done, data: first}
+		if last := (size - 1) / chunkSize; last > 0 {
+			o.startLocked(last)
+		}
+		o.mu.Unlock()
+	}
+	return o, nil
+}
+
+// rangeTotal returns the object's size from a Content-Range answer,
+// "bytes FIRST-LAST/SIZE".
+func rangeTotal(cr string) (int64, bool) {
+	i := strings.LastIndexByte(cr, '/')
+	if i < 0 || !strings.HasPrefix(cr, "bytes ") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
+	return n, err == nil && n >= 0
+}
 
 func newObject(ctx context.Context, s *store, key string, size, chunkSize int64, ahead int) *object {
 	o := &object{s: s, key: key, size: size, chunk: chunkSize, ahead: ahead, chunks: map[int64]*chunk{}}

@@ -99,6 +99,9 @@ type Reader struct {
 var (
 	_ sink.Reader     = (*Reader)(nil)
 	_ sink.NameLister = (*Reader)(nil)
+	_ sink.Prober     = (*Reader)(nil)
+	_ sink.NameSeeker = (*Reader)(nil)
+	_ sink.Discarder  = (*Reader)(nil)
 )
 
 func (r *Reader) state() (*store, error) {
@@ -206,11 +209,20 @@ func yieldAll(page []sink.Info, yield func(sink.Info, error) bool, keep *[]sink.
 // listKeys lists the objects directly under prefix, page by page; a nil
 // object ends each page.
 func (s *store) listKeys(ctx context.Context, prefix string, pageSize int) iter.Seq2[*types.Object, error] {
+	return s.listKeysAfter(ctx, prefix, "", pageSize)
+}
+
+// listKeysAfter is listKeys from the first key after prefix+after ("": from
+// the start).
+func (s *store) listKeysAfter(ctx context.Context, prefix, after string, pageSize int) iter.Seq2[*types.Object, error] {
 	if pageSize <= 0 {
 		pageSize = DefaultListPageSize
 	}
 	return func(yield func(*types.Object, error) bool) {
 		in := &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/"), MaxKeys: aws.Int32(int32(pageSize))}
+		if after != "" {
+			in.StartAfter = aws.String(prefix + after)
+		}
 		for {
 			var out *awss3.ListObjectsV2Output
 			err := s.call(ctx, "ListObjectsV2", prefix, 0, true, func(ctx context.Context) error {
@@ -318,17 +330,37 @@ func (s *store) headSegment(ctx context.Context, area sink.Area, name string) (s
 }
 
 // Open opens a segment for reading without claiming it. Its reads stop when
-// ctx is done. A missing segment is an error wrapping sink.ErrNotFound.
+// ctx is done. A missing segment is an error wrapping sink.ErrNotFound. The
+// request that finds the segment reads its first ReadChunk bytes: a segment
+// that small is read in that one GET.
 func (r *Reader) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
 	s, err := r.state()
 	if err != nil {
 		return nil, err
 	}
-	key, out, err := s.headSegment(ctx, area, name)
+	key, err := s.key(area, name)
 	if err != nil {
 		return nil, err
 	}
-	return newObject(ctx, s, key, aws.ToInt64(out.ContentLength), r.chunk(), r.readAhead()), nil
+	o, err := openObject(ctx, s, key, r.chunk(), r.readAhead())
+	if notFound(err) {
+		return nil, fmt.Errorf("%w: %s segment %s: %w", sink.ErrNotFound, area, name, err)
+	}
+	return o, err
+}
+
+// Exists reports whether a segment is in area: one HeadObject. It implements
+// sink.Prober.
+func (r *Reader) Exists(ctx context.Context, area sink.Area, name string) (bool, error) {
+	s, err := r.state()
+	if err != nil {
+		return false, err
+	}
+	_, _, err = s.headSegment(ctx, area, name)
+	if errors.Is(err, sink.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Create starts a new segment in an area. Its bytes are kept in memory and
@@ -376,10 +408,39 @@ func (r *Reader) Delete(ctx context.Context, area sink.Area, name string) error 
 	return s.deleteKey(ctx, key)
 }
 
+// Discard removes segments, whether or not they are there: a DeleteObject
+// for one, a DeleteObjects per 1000 for more (Delete asks first whether
+// the segment is there, to say ErrNotFound). It implements sink.Discarder.
+func (r *Reader) Discard(ctx context.Context, area sink.Area, names ...string) error {
+	s, err := r.state()
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(names))
+	for _, name := range names {
+		key, err := s.key(area, name)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 1 {
+		return s.deleteKey(ctx, keys[0])
+	}
+	return s.deleteKeys(ctx, keys)
+}
+
 // Names lists the names of an area's segments, oldest first, without
 // reading their reasons: one ListObjectsV2 request per page. It implements
 // sink.NameLister.
 func (r *Reader) Names(ctx context.Context, area sink.Area) iter.Seq2[string, error] {
+	return r.NamesAfter(ctx, area, "")
+}
+
+// NamesAfter lists the names of an area's segments that sort after after,
+// oldest first, as Names does: a caller that stops after a page costs one
+// request, whatever the size of the area. It implements sink.NameSeeker.
+func (r *Reader) NamesAfter(ctx context.Context, area sink.Area, after string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		s, err := r.state()
 		if err != nil {
@@ -391,7 +452,7 @@ func (r *Reader) Names(ctx context.Context, area sink.Area) iter.Seq2[string, er
 			yield("", err)
 			return
 		}
-		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
+		for obj, err := range s.listKeysAfter(ctx, prefix, after, r.ListPageSize) {
 			if err != nil {
 				yield("", err)
 				return
@@ -406,4 +467,40 @@ func (r *Reader) Names(ctx context.Context, area sink.Area) iter.Seq2[string, er
 			}
 		}
 	}
+}
+
+// maxDeleteKeys is the most keys one DeleteObjects removes.
+const maxDeleteKeys = 1000
+
+// deleteKeys removes keys, maxDeleteKeys per DeleteObjects; a key that is
+// not there is not an error.
+func (s *store) deleteKeys(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), maxDeleteKeys)]
+		keys = keys[len(batch):]
+		objs := make([]types.ObjectIdentifier, len(batch))
+		for i := range batch {
+			objs[i] = types.ObjectIdentifier{Key: &batch[i]}
+		}
+		var out *awss3.DeleteObjectsOutput
+		err := s.call(ctx, "DeleteObjects", batch[0], 0, true, func(ctx context.Context) error {
+			var err error
+			out, err = s.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &s.bucket,
+				Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, e := range out.Errors {
+			if code := aws.ToString(e.Code); code != "NoSuchKey" {
+				errs = append(errs, s.opErr("DeleteObjects", aws.ToString(e.Key), fmt.Errorf("%s: %s", code, aws.ToString(e.Message))))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

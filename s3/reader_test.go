@@ -180,8 +180,8 @@ func TestReaderReadAt(t *testing.T) {
 			t.Fatalf("Open of a missing segment = %v, want ErrNotFound", err)
 		}
 		var oe *s3.OpError
-		if _, err := r.Open(ctx, sink.AreaQuarantine, name); !errors.As(err, &oe) || oe.Op != "HeadObject" || oe.Bucket != e.bucket || !strings.HasSuffix(oe.Key, "quarantine/"+name) {
-			t.Fatalf("Open of a missing segment = %v, want an *OpError naming HeadObject, the bucket and the key", err)
+		if _, err := r.Open(ctx, sink.AreaQuarantine, name); !errors.As(err, &oe) || oe.Op != "GetObject" || oe.Bucket != e.bucket || !strings.HasSuffix(oe.Key, "quarantine/"+name) {
+			t.Fatalf("Open of a missing segment = %v, want an *OpError naming GetObject, the bucket and the key", err)
 		}
 	})
 }

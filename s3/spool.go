@@ -19,17 +19,23 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// spool holds committed segments until the uploader has stored them.
+// spool holds committed segments until the uploader has stored them. The
+// uploader starts their uploads in commit order, at most uploads at once;
+// a segment leaves the spool once it and every segment committed before it
+// are stored, so the held ones are always the last committed (see
+// sink.BacklogWatcher).
 type spool struct {
 	store
-	fsw   *fs.Writer // nil: memory spool
-	limit int64
-	wait  time.Duration
+	fsw     *fs.Writer // nil: memory spool
+	limit   int64
+	wait    time.Duration
+	uploads int // segments uploaded at once
 
 	backlog atomic.Int64
 
 	mu       sync.Mutex
 	items    []*item
+	started  int             // items[:started] were handed to an upload
 	queued   map[string]bool // area/name of the items, to add spooled files once
 	changed  chan struct{}   // closed and replaced when items change
 	closed   bool
@@ -37,7 +43,6 @@ type spool struct {
 	uploaded uint64
 	pushed   uint64 // items queued so far
 	popped   uint64 // items done so far (uploaded, or gone from the spool directory)
-	tried    bool   // an upload of the head item was attempted: S3 may have it
 	stopped  bool   // the uploader has ended
 
 	wake   chan struct{}
@@ -56,17 +61,15 @@ type item struct {
 	path   string // spool directory
 	crc    string
 	qid    string // key in spool.queued, set by push
+	stored bool   // uploaded (or gone from the spool directory): it leaves with those before it
 }
 
 func (it *item) id() string { return it.area.String() + "/" + it.name }
 
-// uncertainLocked returns how many held items S3 may have already: the head,
-// once an upload of it was attempted.
+// uncertainLocked returns how many held items S3 may have already: those
+// handed to an upload (the oldest), stored or not.
 func (st *spool) uncertainLocked() int {
-	if st.tried && len(st.items) > 0 {
-		return 1
-	}
-	return 0
+	return st.started
 }
 
 // drain waits until the items pushed up to *target are done (uploaded, in
@@ -180,16 +183,27 @@ func (st *spool) push(it *item) error {
 	return nil
 }
 
-// head returns the oldest item, waiting for one; nil when stopped.
-func (st *spool) head() *item {
+// nextLocked returns the oldest item not handed to an upload yet, nil if
+// there is none.
+func (st *spool) nextLocked() *item {
+	if st.started < len(st.items) {
+		it := st.items[st.started]
+		st.started++
+		return it
+	}
+	return nil
+}
+
+// next returns the oldest item not handed to an upload, waiting for one; nil
+// when stopped.
+func (st *spool) next() *item {
 	for {
 		st.mu.Lock()
-		if len(st.items) > 0 {
-			it := st.items[0]
-			st.mu.Unlock()
+		it := st.nextLocked()
+		st.mu.Unlock()
+		if it != nil {
 			return it
 		}
-		st.mu.Unlock()
 		select {
 		case <-st.wake:
 		case <-st.ctx.Done():
@@ -198,36 +212,54 @@ func (st *spool) head() *item {
 	}
 }
 
-// pop removes the uploaded head item.
-func (st *spool) pop(it *item, uploaded bool) {
+// markStored marks an item stored and lets the stored items at the head of
+// the spool leave it.
+func (st *spool) markStored(it *item, uploaded bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.items[0] = nil
-	st.items = st.items[1:]
-	delete(st.queued, it.qid)
-	st.backlog.Add(-it.size)
-	st.popped++
-	st.tried = false
+	it.stored = true
+	it.data = nil // its memory is no longer needed; its size counts until it leaves
 	if uploaded {
 		st.uploaded++
 		st.lastErr = nil
 	}
+	for len(st.items) > 0 && st.items[0].stored {
+		head := st.items[0]
+		st.items[0] = nil
+		st.items = st.items[1:]
+		st.started--
+		delete(st.queued, head.qid)
+		st.backlog.Add(-head.size)
+		st.popped++
+	}
 	st.notifyLocked()
 }
 
-// run is the uploader: it uploads the items in order until stopped.
+// run is the uploader: it hands the items, in order, to at most uploads
+// goroutines, each uploading one until it is stored, until stopped.
 func (st *spool) run() {
 	defer close(st.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, st.uploads)
 	for {
-		it := st.head()
+		select {
+		case slots <- struct{}{}:
+		case <-st.ctx.Done():
+			return
+		}
+		it := st.next()
 		if it == nil {
 			return
 		}
-		uploaded, err := st.upload(it)
-		if err != nil {
-			return // stopped
-		}
-		st.pop(it, uploaded)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			uploaded, err := st.upload(it)
+			if err != nil {
+				return // stopped
+			}
+			st.markStored(it, uploaded)
+		})
 	}
 }
 
@@ -236,9 +268,6 @@ func (st *spool) run() {
 func (st *spool) upload(it *item) (uploaded bool, err error) {
 	ctx := st.ctx
 	for attempt := 1; ; attempt++ {
-		st.mu.Lock()
-		st.tried = true
-		st.mu.Unlock()
 		err := st.uploadOnce(ctx, it)
 		if err == nil {
 			return true, nil

@@ -25,6 +25,8 @@ const (
 	DefaultDirSpoolLimit = dlqdump.Gigabyte
 	// DefaultSpoolWait is how long Commit waits for room in a full spool.
 	DefaultSpoolWait = time.Second
+	// DefaultUploads is how many segments a Writer uploads at once.
+	DefaultUploads = 4
 )
 
 // Writer publishes segments to an S3 bucket under Prefix. Use it as
@@ -42,9 +44,11 @@ const (
 // after the Queue is harmless.
 //
 // A segment is built in a buffer (memory, or a file in SpoolDir) and, on
-// Commit, handed to a bounded spool; one background goroutine uploads the
-// spool in order, each segment with a single PutObject, or a multipart upload
-// (parallel parts, aborted on failure) above MultipartThreshold. So an S3
+// Commit, handed to a bounded spool, from which background goroutines upload
+// up to Uploads segments at once, started in commit order, each with a
+// single PutObject, or a multipart upload (parallel parts, aborted on
+// failure) above MultipartThreshold: a distant bucket's round trips overlap
+// instead of adding up. So an S3
 // outage or slow request never blocks the Queue's writer loop: it shows as
 // Backlog, which the Queue counts in Rate and in its backpressure, and once
 // the spool is full Commit fails after SpoolWait so the Queue keeps the data
@@ -97,6 +101,13 @@ type Writer struct {
 	// PartConcurrency is how many parts are uploaded at once. Default
 	// DefaultPartConcurrency (4).
 	PartConcurrency int
+	// Uploads is how many segments are uploaded at once: their uploads
+	// start in commit order, and a segment leaves the spool once it and
+	// every segment committed before it are stored, so Flush, Close and
+	// the backlog mean what they mean with one at a time. The bytes being
+	// uploaded are held in the spool, bounded by SpoolLimit and counted
+	// against the Queue's MaxPending. Default DefaultUploads (4).
+	Uploads int
 
 	// AbortUploadsAfter is how old, by the server's clock, an unfinished
 	// multipart upload of a segment under Prefix must be for Recover to
@@ -153,6 +164,9 @@ func (w *Writer) state() (*spool, error) {
 		done:    make(chan struct{}),
 	}
 	st.setUpload(int64(w.MultipartThreshold), int64(w.PartSize), w.PartConcurrency)
+	if st.uploads = w.Uploads; st.uploads <= 0 {
+		st.uploads = DefaultUploads
+	}
 	if st.wait == 0 {
 		st.wait = DefaultSpoolWait
 	}
@@ -392,7 +406,11 @@ func (w *Writer) close(ctx context.Context, st *spool) error {
 		what = append(what, fmt.Sprintf("%d segments held in memory were not uploaded and are lost", n-unsure))
 	}
 	if unsure > 0 {
-		what = append(what, fmt.Sprintf("%d segment whose upload was under way may or may not be stored", unsure))
+		if unsure == 1 {
+			what = append(what, "1 segment whose upload was under way may or may not be stored")
+		} else {
+			what = append(what, fmt.Sprintf("%d segments whose uploads were under way may or may not be stored", unsure))
+		}
 	}
 	return fmt.Errorf("dlqdump: s3: close: %s (%d bytes): %w", strings.Join(what, "; "), b, err)
 }

@@ -8,6 +8,8 @@
 //	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
 //	go run ./cmd/dlqdump-bench all     [flags]
 //	go run ./cmd/dlqdump-bench jobs    [flags]   # restore jobs: poll cost, start delay
+//	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
+//	go run ./cmd/dlqdump-bench sim     [flags]   # fleets of restorers on a simulated S3 prefix (docs/SCALING.md)
 //
 // Run with -h for the flags.
 package main
@@ -36,11 +38,25 @@ type options struct {
 	rounds   int
 	live     bool
 	cpuprof  string
+
+	// fleet
+	rtt           time.Duration
+	restorers     int
+	smallRecords  int
+	smallCapacity dlqdump.MemorySize
+	checkpoint    time.Duration
+
+	// sim
+	simRestorers      string
+	simSegments       int
+	simFor            time.Duration
+	simFinalSegments  int
+	simFinalRestorers int
 }
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|fleet|sim [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -51,7 +67,7 @@ func main() {
 		return
 	}
 	var o options
-	var capacity string
+	var capacity, smallCapacity string
 	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
 	fl.IntVar(&o.n, "n", 2_000_000, "records to dump")
 	fl.IntVar(&o.size, "size", 256, "approximate record size in bytes (<= 64: small events)")
@@ -63,9 +79,22 @@ func main() {
 	fl.IntVar(&o.rounds, "rounds", 3, "restore rounds, each beside the ceiling; the best ratio is reported")
 	fl.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the restore rounds to this file")
 	fl.BoolVar(&o.live, "live", true, "keep the n records alive in the heap while dumping (they are what is enqueued) and restoring, as a service keeps its data")
+	fl.DurationVar(&o.rtt, "rtt", 20*time.Millisecond, "fleet: the round trip a proxy adds to every S3 request, as AWS has; 0: no proxied column")
+	fl.IntVar(&o.restorers, "restorers", 4, "fleet: restorers draining the small segments at once")
+	fl.IntVar(&o.smallRecords, "small-records", 60_000, "fleet: records dumped into small segments")
+	fl.StringVar(&smallCapacity, "small-capacity", "4KiB", "fleet: Capacity of the small segments")
+	fl.DurationVar(&o.checkpoint, "checkpoint-interval", 0, "fleet: the restorer's CheckpointInterval (0: the default, a checkpoint per block)")
+	fl.StringVar(&o.simRestorers, "sim-restorers", "1,2,5,10,20,50,100", "sim: the fleets' sizes, one run each")
+	fl.IntVar(&o.simSegments, "sim-segments", 20000, "sim: segments in the prefix at the start of a run")
+	fl.DurationVar(&o.simFor, "sim-for", time.Minute, "sim: the longest a run lasts")
+	fl.IntVar(&o.simFinalSegments, "sim-final-segments", 0, "sim: segments for the run of -sim-final-restorers restorers (e.g. 1000000); 0: -sim-segments")
+	fl.IntVar(&o.simFinalRestorers, "sim-final-restorers", 100, "sim: the fleet -sim-final-segments is for")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {
+		fatal(err)
+	}
+	if o.smallCapacity, err = dlqdump.ParseMemorySize(smallCapacity); err != nil {
 		fatal(err)
 	}
 	if o.dir == "" {
@@ -75,6 +104,15 @@ func main() {
 		}
 		defer os.RemoveAll(d)
 		o.dir = d
+	}
+	if cmd == "sim" {
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		err := benchSim(tw, &o)
+		tw.Flush()
+		if err != nil {
+			fatal(err)
+		}
+		return
 	}
 	fmt.Printf("dlqdump-bench %s: %d records of ~%d B (generated JSON dead letters), codec %s, GOMAXPROCS=%d, %s/%s\n\n",
 		cmd, o.n, o.size, o.codec, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
@@ -99,6 +137,8 @@ func main() {
 		if err = benchDump(tw, &o, pool); err == nil {
 			err = benchRestore(tw, &o, pool)
 		}
+	case "fleet":
+		err = benchFleet(tw, &o, pool)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

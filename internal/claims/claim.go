@@ -97,6 +97,24 @@ func (cl *Claim) Save(ctx context.Context, progress json.RawMessage) error {
 	return cl.writeLocked(ctx, "renew", rec)
 }
 
+// SaveFinal records progress after which nothing remains but Finish, and
+// fences the claim in the same write, as Finish does first (the record is
+// marked finishing), so that a Finish within the claim's trusted time writes
+// the record once less. While the claim has publications to settle it is
+// Save: Finish settles them, then fences.
+func (cl *Claim) SaveFinal(ctx context.Context, progress json.RawMessage) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	rec := cl.rec
+	if progress != nil {
+		rec.Progress = progress
+	}
+	if len(rec.Publishing) == 0 {
+		rec.State = StateFinishing
+	}
+	return cl.writeLocked(ctx, "renew", rec)
+}
+
 // Release ends the claim, keeping the last saved progress: the segment may be
 // claimed by anyone at once and resumes there.
 func (cl *Claim) Release(ctx context.Context) error {
@@ -160,18 +178,20 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	if len(cl.rec.Publishing) > 0 {
 		return fmt.Errorf("dlqdump: finish segment %s: it is being handed over to %s (dlqdump mv): run that move again", cl.name, cl.rec.Publishing[0].Remote)
 	}
-	rec := cl.rec
-	rec.State = StateFinishing
-	if err := cl.writeLocked(ctx, "finish", rec); err != nil {
-		return err
+	// SaveFinal fenced it already, and no one can have taken the claim
+	// over while it is trusted.
+	if cl.rec.State != StateFinishing || !cl.c.now().Before(cl.trusted.Add(cl.c.lease-Margin(cl.c.lease))) {
+		rec := cl.rec
+		rec.State = StateFinishing
+		if err := cl.writeLocked(ctx, "finish", rec); err != nil {
+			return err
+		}
 	}
 	st := cl.c.store
 	var err error
 	if to.Delete {
-		err = st.Delete(ctx, sink.AreaReady, cl.name)
-		if errors.Is(err, sink.ErrNotFound) {
-			err = nil // deleted by an earlier attempt
-		}
+		// Gone already is fine: deleted by an earlier attempt.
+		err = sink.Discard(ctx, st, sink.AreaReady, cl.name)
 	} else {
 		err = st.Move(ctx, cl.name, sink.AreaReady, to.Area, to.Reason)
 		if errors.Is(err, sink.ErrNotFound) && cl.present(ctx, to.Area) {
@@ -201,12 +221,8 @@ func (cl *Claim) endLocked(ctx context.Context, to Destination) error {
 
 // present reports whether the segment is in area.
 func (cl *Claim) present(ctx context.Context, area sink.Area) bool {
-	f, err := cl.c.store.Open(ctx, area, cl.name)
-	if err != nil {
-		return false
-	}
-	_ = f.Close()
-	return true
+	ok, err := sink.Exists(ctx, cl.c.store, area, cl.name)
+	return ok && err == nil
 }
 
 // Forget ends a claim by removing its record: for a segment that turned out

@@ -147,7 +147,7 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.write(ctx, name, prev, version)
+	return c.take(ctx, name, prev, version)
 }
 
 // decide reads the record of name and tells whether it may be claimed now:
@@ -196,8 +196,23 @@ func (c *Claimer) decide(ctx context.Context, name string) (prev Record, version
 	return prev, version, nil
 }
 
-// write takes the claim on name over prev, the record at version.
-func (c *Claimer) write(ctx context.Context, name string, prev Record, version string) (*Claim, error) {
+// ClaimNew is Claim for a segment that had no record when it was listed: it
+// creates the record (one request, where Claim reads before it writes). A
+// record there already (another restorer's claim taken since the listing,
+// or the progress of a segment released from quarantine since) is decided
+// on as Claim decides: a live claim is ErrClaimed, a released one is taken
+// over with its progress.
+func (c *Claimer) ClaimNew(ctx context.Context, name string) (*Claim, error) {
+	cl, err := c.take(ctx, name, Record{}, "")
+	if errors.Is(err, errRetry) {
+		return c.Claim(ctx, name)
+	}
+	return cl, err
+}
+
+// take writes a new claim's record over prev, the record read at version
+// ("": none).
+func (c *Claimer) take(ctx context.Context, name string, prev Record, version string) (*Claim, error) {
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
 		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing, Control: prev.Control}
 	start := c.now()
@@ -271,15 +286,7 @@ func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (boo
 	if name == "" {
 		return false, nil
 	}
-	f, err := c.store.Open(ctx, area, name)
-	if errors.Is(err, sink.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_ = f.Close()
-	return true, nil
+	return sink.Exists(ctx, c.store, area, name)
 }
 
 // Reserve makes the record of a side segment, name, before it is published:

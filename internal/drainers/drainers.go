@@ -73,7 +73,7 @@ func ChildMain() int {
 		return err
 	})
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st.Reader(), Queue: dst, Owner: Owner, Lease: 2 * time.Second,
-		Decoder: stringDecoder{}, CheckpointInterval: 100 * time.Millisecond})
+		Decoder: stringDecoder{}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "drainer:", err)
 		return 1
@@ -241,9 +241,19 @@ func (r *Result) String() string {
 // Run seeds n segments of per records into st, drains them with procs
 // restorer processes and checks what they delivered.
 func Run(ctx context.Context, st Store, n, per, procs int, child func() *exec.Cmd) (*Result, error) {
-	items, err := Seed(ctx, st.Reader(), n, per)
+	return RunSeeded(ctx, st.Reader(), st, n, per, procs, child, nil)
+}
+
+// RunSeeded is Run seeding through seed (st's store, reached another way:
+// without a proxy's latency, say), calling draining, when not nil, once
+// the segments are there, just before the restorers start.
+func RunSeeded(ctx context.Context, seed sink.Reader, st Store, n, per, procs int, child func() *exec.Cmd, draining func()) (*Result, error) {
+	items, err := Seed(ctx, seed, n, per)
 	if err != nil {
 		return nil, err
+	}
+	if draining != nil {
+		draining()
 	}
 	start := time.Now()
 	outs, err := Drain(st, procs, child)

@@ -374,3 +374,484 @@ func composeSegment(x *segmentWriter) sink.SegmentWriter {
 	}
 	return x
 }
+
+// composeReader returns x with the optional interfaces of x.inner that it forwards.
+func composeReader(x *reader) sink.Reader {
+	c0 := 0
+	switch x.inner.(type) {
+	case sink.Recoverer:
+		c0 = 1
+	}
+	c1 := 0
+	switch x.inner.(type) {
+	case sink.NameLister:
+		c1 = 1
+	}
+	c2 := 0
+	switch x.inner.(type) {
+	case sink.Prober:
+		c2 = 1
+	}
+	c3 := 0
+	switch x.inner.(type) {
+	case sink.Discarder:
+		c3 = 1
+	}
+	c4 := 0
+	switch x.inner.(type) {
+	case sink.NameSeeker:
+		c4 = 1
+	}
+	c5 := 0
+	switch x.inner.(type) {
+	case sink.Tables:
+		c5 = 1
+	}
+	switch key := c0*1 + c1*2 + c2*4 + c3*8 + c4*16 + c5*32; key {
+	case 1:
+		return struct {
+			*reader
+			sink.Recoverer
+		}{x, readerRecoverer{x}}
+	case 2:
+		return struct {
+			*reader
+			sink.NameLister
+		}{x, readerNames{x}}
+	case 3:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+		}{x, readerRecoverer{x}, readerNames{x}}
+	case 4:
+		return struct {
+			*reader
+			sink.Prober
+		}{x, readerProber{x}}
+	case 5:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+		}{x, readerRecoverer{x}, readerProber{x}}
+	case 6:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+		}{x, readerNames{x}, readerProber{x}}
+	case 7:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}}
+	case 8:
+		return struct {
+			*reader
+			sink.Discarder
+		}{x, readerDiscarder{x}}
+	case 9:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerDiscarder{x}}
+	case 10:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+		}{x, readerNames{x}, readerDiscarder{x}}
+	case 11:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}}
+	case 12:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+		}{x, readerProber{x}, readerDiscarder{x}}
+	case 13:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}}
+	case 14:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}}
+	case 15:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}}
+	case 16:
+		return struct {
+			*reader
+			sink.NameSeeker
+		}{x, readerSeeker{x}}
+	case 17:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerSeeker{x}}
+	case 18:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.NameSeeker
+		}{x, readerNames{x}, readerSeeker{x}}
+	case 19:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerSeeker{x}}
+	case 20:
+		return struct {
+			*reader
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerProber{x}, readerSeeker{x}}
+	case 21:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerProber{x}, readerSeeker{x}}
+	case 22:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerNames{x}, readerProber{x}, readerSeeker{x}}
+	case 23:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerSeeker{x}}
+	case 24:
+		return struct {
+			*reader
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerDiscarder{x}, readerSeeker{x}}
+	case 25:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 26:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerNames{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 27:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 28:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 29:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 30:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 31:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}}
+	case 32:
+		return struct {
+			*reader
+			sink.Tables
+		}{x, readerTables{x}}
+	case 33:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Tables
+		}{x, readerRecoverer{x}, readerTables{x}}
+	case 34:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Tables
+		}{x, readerNames{x}, readerTables{x}}
+	case 35:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerTables{x}}
+	case 36:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Tables
+		}{x, readerProber{x}, readerTables{x}}
+	case 37:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Tables
+		}{x, readerRecoverer{x}, readerProber{x}, readerTables{x}}
+	case 38:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Tables
+		}{x, readerNames{x}, readerProber{x}, readerTables{x}}
+	case 39:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerTables{x}}
+	case 40:
+		return struct {
+			*reader
+			sink.Discarder
+			sink.Tables
+		}{x, readerDiscarder{x}, readerTables{x}}
+	case 41:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+			sink.Tables
+		}{x, readerRecoverer{x}, readerDiscarder{x}, readerTables{x}}
+	case 42:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+			sink.Tables
+		}{x, readerNames{x}, readerDiscarder{x}, readerTables{x}}
+	case 43:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}, readerTables{x}}
+	case 44:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+			sink.Tables
+		}{x, readerProber{x}, readerDiscarder{x}, readerTables{x}}
+	case 45:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+			sink.Tables
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}, readerTables{x}}
+	case 46:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.Tables
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerTables{x}}
+	case 47:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerTables{x}}
+	case 48:
+		return struct {
+			*reader
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerSeeker{x}, readerTables{x}}
+	case 49:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerSeeker{x}, readerTables{x}}
+	case 50:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerNames{x}, readerSeeker{x}, readerTables{x}}
+	case 51:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerSeeker{x}, readerTables{x}}
+	case 52:
+		return struct {
+			*reader
+			sink.Prober
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerProber{x}, readerSeeker{x}, readerTables{x}}
+	case 53:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerProber{x}, readerSeeker{x}, readerTables{x}}
+	case 54:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerNames{x}, readerProber{x}, readerSeeker{x}, readerTables{x}}
+	case 55:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerSeeker{x}, readerTables{x}}
+	case 56:
+		return struct {
+			*reader
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 57:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 58:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerNames{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 59:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 60:
+		return struct {
+			*reader
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerProber{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 61:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 62:
+		return struct {
+			*reader
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	case 63:
+		return struct {
+			*reader
+			sink.Recoverer
+			sink.NameLister
+			sink.Prober
+			sink.Discarder
+			sink.NameSeeker
+			sink.Tables
+		}{x, readerRecoverer{x}, readerNames{x}, readerProber{x}, readerDiscarder{x}, readerSeeker{x}, readerTables{x}}
+	}
+	return x
+}

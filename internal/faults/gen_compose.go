@@ -1,6 +1,7 @@
 //go:build ignore
 
-// gen_compose writes compose_gen.go: for a wrapped Writer and SegmentWriter,
+// gen_compose writes compose_gen.go: for a wrapped Writer, SegmentWriter and
+// Reader,
 // one type per subset of the optional interfaces, so that a wrapper
 // implements exactly the optional interfaces of what it wraps. To forward a
 // new optional interface, add a forwarder type in writer.go and a line to the
@@ -35,6 +36,14 @@ var (
 	segmentOptional = []group{
 		{{"io.Closer", "segmentCloser{x}"}},
 	}
+	readerOptional = []group{
+		{{"sink.Recoverer", "readerRecoverer{x}"}},
+		{{"sink.NameLister", "readerNames{x}"}},
+		{{"sink.Prober", "readerProber{x}"}},
+		{{"sink.Discarder", "readerDiscarder{x}"}},
+		{{"sink.NameSeeker", "readerSeeker{x}"}},
+		{{"sink.Tables", "readerTables{x}"}},
+	}
 )
 
 func main() {
@@ -43,6 +52,7 @@ func main() {
 	b.WriteString("import (\n\t\"io\"\n\n\t\"github.com/dlqdump/dlqdump/sink\"\n)\n\n")
 	compose(&b, "composeWriter", "writer", "sink.Writer", writerOptional)
 	compose(&b, "composeSegment", "segmentWriter", "sink.SegmentWriter", segmentOptional)
+	compose(&b, "composeReader", "reader", "sink.Reader", readerOptional)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -28,6 +28,9 @@ const (
 	OpReadAt       Op = "File.ReadAt"
 	OpFileClose    Op = "File.Close"
 	OpReaderRecov  Op = "Reader.Recover"
+	OpExists       Op = "Reader.Exists"
+	OpDiscard      Op = "Reader.Discard"
+	OpNamesAfter   Op = "Reader.NamesAfter"
 )
 
 // WrapReader returns r with every call counted by in and failed where in's
@@ -35,73 +38,13 @@ const (
 // sink.Reader, the ReadAt and Close of the Files it opens, the methods of
 // the SegmentWriters it creates, and the optional interfaces r implements
 // (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister,
-// the tables' calls when it is a sink.Tables), and no others. A listing (List, Names, RecordNames) is one call: Fail
-// yields only the failure, Lost lists everything first and then yields only
-// the failure.
+// Exists when it is a sink.Prober, Discard when it is a sink.Discarder,
+// NamesAfter when it is a sink.NameSeeker, the tables' calls when it is a
+// sink.Tables), and no others. A listing (List, Names, RecordNames) is one
+// call: Fail yields only the failure, Lost lists everything first and then
+// yields only the failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
-	w := &reader{inner: r, in: in}
-	_, rec := r.(sink.Recoverer)
-	_, names := r.(sink.NameLister)
-	_, tables := r.(sink.Tables)
-	var opt struct {
-		sink.Recoverer
-		sink.NameLister
-		sink.Tables
-	}
-	if rec {
-		opt.Recoverer = readerRecoverer{w}
-	}
-	if names {
-		opt.NameLister = readerNames{w}
-	}
-	if tables {
-		opt.Tables = readerTables{w}
-	}
-	// Each combination of optional interfaces is a type of its own, so
-	// that a type assertion finds exactly those r has.
-	switch {
-	case rec && names && tables:
-		return struct {
-			*reader
-			sink.Recoverer
-			sink.NameLister
-			sink.Tables
-		}{w, opt.Recoverer, opt.NameLister, opt.Tables}
-	case rec && names:
-		return struct {
-			*reader
-			sink.Recoverer
-			sink.NameLister
-		}{w, opt.Recoverer, opt.NameLister}
-	case rec && tables:
-		return struct {
-			*reader
-			sink.Recoverer
-			sink.Tables
-		}{w, opt.Recoverer, opt.Tables}
-	case names && tables:
-		return struct {
-			*reader
-			sink.NameLister
-			sink.Tables
-		}{w, opt.NameLister, opt.Tables}
-	case rec:
-		return struct {
-			*reader
-			sink.Recoverer
-		}{w, opt.Recoverer}
-	case names:
-		return struct {
-			*reader
-			sink.NameLister
-		}{w, opt.NameLister}
-	case tables:
-		return struct {
-			*reader
-			sink.Tables
-		}{w, opt.Tables}
-	}
-	return w
+	return composeReader(&reader{inner: r, in: in})
 }
 
 // readerTables hands out a wrapped Reader's tables, their calls counted.
@@ -148,6 +91,15 @@ func (rn readerNames) Names(ctx context.Context, area sink.Area) iter.Seq2[strin
 	return listing(ctx, rn.r.in, OpNames, func() iter.Seq2[string, error] { return rn.r.inner.(sink.NameLister).Names(ctx, area) })
 }
 
+// readerSeeker forwards a wrapped Reader's NamesAfter, counted.
+type readerSeeker struct{ r *reader }
+
+func (rs readerSeeker) NamesAfter(ctx context.Context, area sink.Area, after string) iter.Seq2[string, error] {
+	return listing(ctx, rs.r.in, OpNamesAfter, func() iter.Seq2[string, error] {
+		return rs.r.inner.(sink.NameSeeker).NamesAfter(ctx, area, after)
+	})
+}
+
 // readerRecoverer forwards a wrapped Reader's Recover, counted.
 type readerRecoverer struct{ r *reader }
 
@@ -155,6 +107,22 @@ func (rr readerRecoverer) Recover(ctx context.Context) ([]string, error) {
 	return Call(ctx, rr.r.in, OpReaderRecov, func() ([]string, error) {
 		return rr.r.inner.(sink.Recoverer).Recover(ctx)
 	}, nil)
+}
+
+// readerProber forwards a wrapped Reader's Exists, counted.
+type readerProber struct{ r *reader }
+
+func (rp readerProber) Exists(ctx context.Context, area sink.Area, name string) (bool, error) {
+	return Call(ctx, rp.r.in, OpExists, func() (bool, error) {
+		return rp.r.inner.(sink.Prober).Exists(ctx, area, name)
+	}, nil)
+}
+
+// readerDiscarder forwards a wrapped Reader's Discard, counted.
+type readerDiscarder struct{ r *reader }
+
+func (rd readerDiscarder) Discard(ctx context.Context, area sink.Area, names ...string) error {
+	return rd.r.in.Do(ctx, OpDiscard, func() error { return rd.r.inner.(sink.Discarder).Discard(ctx, area, names...) })
 }
 
 type reader struct {

@@ -1,0 +1,507 @@
+package dlqdump
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// pipeline restores the segments of a pass several at a time, so that the
+// round trips of one (its claim, its reads, its finish: deleting it and its
+// record) overlap the deliveries of another, while the deliveries themselves
+// keep the order and the bound of one segment at a time: the segments
+// deliver in the pass's order, each waiting for its turn, which the one
+// before it passes once its deliveries are durable (its progress says it is
+// done) or its run ended without stopping the pass. So a crash still
+// delivers at most one block twice, and the destination receives the
+// records in the order a pass restoring one segment at a time gives it.
+//
+// A feeding goroutine starts the runs in the pass's order, at most depth at
+// once; Run takes their outcomes in that order (restore) and stop ends the
+// pipeline. With depth 1 there is no feeder: a segment is restored when Run
+// asks for it, into the pass's report.
+//
+// The pass's order is the listing's, oldest first, until other restorers
+// show (they held claims when the pass listed the store, or a run met one of
+// their claims): from there on the listing is cut into parts (a 256th of it,
+// from 64 segments to a page of 1000), taken in a random order (each oldest
+// first), so that restorers spread over the listing instead of all trying
+// the same segments; a part is looked at (its page of the listing, and the
+// records) before it is started, and a part where a run met another
+// restorer's claim is left to it.
+type pipeline struct {
+	r        *Restorer
+	opts     *RunOptions
+	names    []string
+	partSize int   // segments in a part of the listing
+	order    []int // positions to indexes of names; nil: the listing's order (under mu)
+	pos      []int // indexes to positions; nil with order (under mu)
+	depth    int
+	ctx      context.Context
+	cancel   context.CancelFunc
+	fed      sync.WaitGroup // the feeding goroutine
+	runs     sync.WaitGroup // the segments' runs
+
+	mu      sync.Mutex
+	changed *sync.Cond       // a job was started or the feeder moved on
+	next    int              // the feeder's position in the order
+	runAt   int              // Run's position in the order
+	jobs    map[int]*segJob  // started, not yet taken by Run, by index
+	passed  map[int]error    // passed over by the feeder, with why (see others)
+	last    <-chan struct{}  // the turn of the last job started
+	stopped bool             // stop was called
+	taken   map[*segJob]bool // taken by Run
+	all     []*segJob        // every job started
+
+	// What other restorers did since the pass's listing, learnt when a
+	// run met it (a segment claimed or finished by another): the feeder
+	// lists the store again and passes over what is no longer to be had.
+	// Owned by the feeder.
+	relistRecords atomic.Bool     // a run met another restorer's claim
+	relistReady   atomic.Bool     // a run met a segment another restorer finished
+	started       map[string]bool // the names this pass started
+	elsewhere     map[string]bool // claimed by others since the listing
+	gone          map[string]bool // no longer ready
+	met           atomic.Int64    // 1 + the part where a run met another's claim
+	left          int             // 1 + the part being passed over
+}
+
+// A part of the listing, when other restorers work on the store, holds a
+// 256th of it, at least minPart segments and at most a page (seenPage), so
+// that looking at a part is a request for its page, and a large listing
+// is not looked at part by part by every restorer.
+const (
+	minPart = 64
+	parts   = 256
+)
+
+// at returns the index in names of the segment at position k of the order,
+// for Run, which is there.
+func (pl *pipeline) at(k int) int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.runAt = k
+	return pl.atLocked(k)
+}
+
+func (pl *pipeline) atLocked(k int) int {
+	if pl.order == nil {
+		return k
+	}
+	return pl.order[k]
+}
+
+// positionLocked returns the position in the order of names[i].
+func (pl *pipeline) positionLocked(i int) int {
+	if pl.pos == nil {
+		return i
+	}
+	return pl.pos[i]
+}
+
+// segJob is the run of one segment.
+type segJob struct {
+	name string
+	rep  Report
+	err  error
+	turn turn
+	done chan struct{}
+}
+
+// turn is a segment's place in the order of deliveries.
+type turn struct {
+	prev <-chan struct{} // closed when the segment before may no longer deliver
+	mine chan struct{}   // closed by pass
+	once sync.Once
+}
+
+// wait returns once the segment may deliver: the one before it passed.
+func (t *turn) wait(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.prev:
+		return nil
+	default:
+	}
+	select {
+	case <-t.prev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pass lets the next segment deliver. It may be called more than once.
+func (t *turn) pass() {
+	if t != nil {
+		t.once.Do(func() { close(t.mine) })
+	}
+}
+
+// closedTurn is the turn before the first segment's.
+var closedTurn = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// segmentsInFlight returns how many segments a pass with opts works on at
+// once: one for a dry run, for a pass with a Limit or an OnBlock (which
+// count what the segments before did) and for a pass over the quarantine
+// (which releases each segment into the ready area before its run),
+// Config.SegmentsInFlight otherwise.
+func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
+	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.Area == AreaQuarantine {
+		return 1
+	}
+	return r.c.SegmentsInFlight
+}
+
+// newPipeline starts restoring names, the ready segments of a pass.
+func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
+	ctx, cancel := context.WithCancel(ctx)
+	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
+		partSize: min(max(len(names)/parts, minPart), seenPage),
+		jobs:     map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
+	pl.changed = sync.NewCond(&pl.mu)
+	if pl.depth > 1 {
+		if st := r.status.Load(); st != nil && st.claimed > 0 {
+			pl.mu.Lock()
+			pl.shuffleLocked()
+			pl.mu.Unlock()
+		}
+		pl.fed.Add(1)
+		go pl.feed()
+	}
+	return pl
+}
+
+// shuffleLocked takes the parts of the listing neither the feeder nor Run
+// has reached in a random order, once.
+func (pl *pipeline) shuffleLocked() {
+	partSize := pl.partSize
+	if pl.order != nil || len(pl.names) <= partSize {
+		return
+	}
+	from := max(pl.next, pl.runAt+1)
+	if from > 0 {
+		from = (from/partSize + 1) * partSize // from the next part on: the order of what was reached stays
+	}
+	pl.order = make([]int, len(pl.names))
+	pl.pos = make([]int, len(pl.names))
+	for k := range pl.order {
+		pl.order[k] = k
+	}
+	if from < len(pl.names) {
+		parts := rand.Perm((len(pl.names) - from + partSize - 1) / partSize)
+		k := from
+		for _, p := range parts {
+			for i := from + p*partSize; i < min(from+(p+1)*partSize, len(pl.names)); i++ {
+				pl.order[k] = i
+				k++
+			}
+		}
+	}
+	for k, i := range pl.order {
+		pl.pos[i] = k
+	}
+}
+
+// part returns the part of names[i].
+func (pl *pipeline) part(i int) int { return i / pl.partSize }
+
+// startable reports whether the feeder starts the segment ahead: Run would
+// restore it. (What Run skips for this reason only grows during a pass, so
+// Run never asks for a segment the feeder passed over.)
+func (pl *pipeline) startable(name string) bool {
+	if !pl.opts.wants(name) {
+		return false
+	}
+	pl.r.mu.Lock()
+	_, skipped := pl.r.skip[name]
+	pl.r.mu.Unlock()
+	return !skipped
+}
+
+// feed starts the runs in listing order, at most depth at once.
+func (pl *pipeline) feed() {
+	defer pl.fed.Done()
+	defer func() {
+		pl.mu.Lock()
+		pl.next = len(pl.names)
+		pl.changed.Broadcast()
+		pl.mu.Unlock()
+	}()
+	slots := make(chan struct{}, pl.depth)
+	looked := -1 // the part looked at last
+	for k := range pl.names {
+		if pl.ctx.Err() != nil {
+			return
+		}
+		pl.mu.Lock()
+		i := pl.atLocked(k)
+		pl.mu.Unlock()
+		name := pl.names[i]
+		if pl.startable(name) {
+			select {
+			case slots <- struct{}{}:
+			case <-pl.ctx.Done():
+				return
+			}
+			if m := int(pl.met.Swap(0)); m > 0 {
+				pl.mu.Lock()
+				shuffled := pl.order != nil
+				pl.shuffleLocked() // other restorers work here: spread out
+				pl.mu.Unlock()
+				if shuffled {
+					pl.left = m // leave the part where one works to it
+				}
+			}
+			pl.mu.Lock()
+			shuffled := pl.order != nil
+			pl.mu.Unlock()
+			if shuffled && pl.part(i) != looked {
+				looked = pl.part(i) // a part in the random order: look at it first
+				pl.relistRecords.Store(false)
+				pl.relistReady.Store(false)
+				pl.others(i, true, true)
+			} else if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
+				pl.others(i, records, ready)
+			}
+			pl.mu.Lock()
+			if err := pl.elsewhereLocked(i, name); err != nil {
+				pl.passed[i] = err
+				<-slots
+			} else if j := pl.startLocked(i, name, func() { <-slots }); j == nil {
+				pl.mu.Unlock()
+				return
+			}
+			pl.mu.Unlock()
+		}
+		pl.mu.Lock()
+		pl.next = k + 1
+		pl.changed.Broadcast()
+		pl.mu.Unlock()
+	}
+}
+
+// startLocked starts the run of names[i], its turn after the last one
+// started's; ended is called when it ends. It returns nil once stopped.
+func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
+	if pl.stopped {
+		ended()
+		return nil
+	}
+	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{}),
+		turn: turn{prev: pl.last, mine: make(chan struct{})}}
+	pl.last = j.turn.mine
+	pl.jobs[i] = j
+	pl.started[name] = true
+	pl.all = append(pl.all, j)
+	pl.changed.Broadcast()
+	pl.runs.Add(1)
+	go func() {
+		defer pl.runs.Done()
+		defer ended()
+		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
+		if !pl.stopsPass(j.err) {
+			j.turn.pass()
+		}
+		switch { // another restorer works here
+		case errors.Is(j.err, ErrClaimed):
+			pl.relistRecords.Store(true)
+			pl.met.Store(int64(pl.part(i)) + 1)
+		case errors.Is(j.err, ErrNotFound):
+			pl.relistReady.Store(true)
+		}
+		close(j.done)
+	}()
+	return j
+}
+
+// stopsPass reports whether Run stops the pass on a segment's error: then
+// the segments after it must not deliver (the pipeline is stopped instead).
+func (pl *pipeline) stopsPass(err error) bool {
+	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) ||
+		pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+}
+
+// restore returns the outcome of names[i], which Run restores now: its
+// report is added to rep.
+func (pl *pipeline) restore(i int, rep *Report) error {
+	if pl.depth <= 1 {
+		// One at a time, counting into the pass's report (which a
+		// Limit checks).
+		return pl.r.restoreSegment(pl.ctx, pl.names[i], pl.opts, rep, nil)
+	}
+	pl.mu.Lock()
+	for pl.next <= pl.positionLocked(i) && pl.jobs[i] == nil && !pl.stopped {
+		pl.changed.Wait()
+	}
+	if err, ok := pl.passed[i]; ok {
+		delete(pl.passed, i)
+		pl.mu.Unlock()
+		return err
+	}
+	j := pl.jobs[i]
+	if j == nil {
+		// Not started ahead: now, after everything started.
+		j = pl.startLocked(i, pl.names[i], func() {})
+	}
+	if j != nil {
+		delete(pl.jobs, i)
+		pl.taken[j] = true
+	}
+	pl.mu.Unlock()
+	if j == nil {
+		return pl.ctx.Err()
+	}
+	<-j.done
+	rep.add(&j.rep)
+	return j.err
+}
+
+// end stops the pipeline, adding to rep what the runs not taken by Run did,
+// and returns rep.
+func (pl *pipeline) end(rep *Report) Report {
+	pl.stop(rep)
+	return *rep
+}
+
+// stop ends the pipeline: the runs not taken by Run are cancelled (those
+// waiting for their turn release their claims) and waited for, and what they
+// did is added to rep (when not nil). Only the first call does anything.
+func (pl *pipeline) stop(rep *Report) {
+	pl.mu.Lock()
+	if pl.stopped {
+		pl.mu.Unlock()
+		return
+	}
+	pl.stopped = true
+	pl.changed.Broadcast()
+	pl.mu.Unlock()
+	pl.cancel()
+	pl.fed.Wait()
+	pl.runs.Wait()
+	for _, j := range pl.all {
+		if pl.taken[j] {
+			continue
+		}
+		if rep != nil {
+			rep.add(&j.rep)
+		}
+		if j.err != nil && !errors.Is(j.err, context.Canceled) {
+			pl.r.log.Debug("a segment started ahead of a pass that stopped", slog.String("segment", j.name), slog.Any("error", j.err))
+		}
+	}
+}
+
+// add adds the counts of o to rep.
+func (rep *Report) add(o *Report) {
+	rep.Segments += o.Segments
+	rep.Delivered += o.Delivered
+	rep.Retried += o.Retried
+	rep.Quarantined += o.Quarantined
+	rep.Skipped += o.Skipped
+	rep.Bytes += o.Bytes
+	rep.QuarantinedSegments += o.QuarantinedSegments
+	rep.DeletedSegments += o.DeletedSegments
+	rep.OtherVersionSegments += o.OtherVersionSegments
+	rep.SideSegments += o.SideSegments
+	rep.LeftSegments += o.LeftSegments
+	rep.Claimed += o.Claimed
+	rep.DamagedBlocks += o.DamagedBlocks
+	rep.NoKeySegments += o.NoKeySegments
+	if rep.ByReason == nil && len(o.ByReason) > 0 {
+		rep.ByReason = map[string]uint64{}
+	}
+	for k, v := range o.ByReason {
+		rep.ByReason[k] += v
+	}
+}
+
+// seenPage is how many names a look at the ready segments ahead lists: one
+// page of an S3 listing.
+const seenPage = 1000
+
+// others looks at the store again after a run met another restorer's work
+// since the pass's listing: with records, it lists the records, and the
+// segments claimed by others since then (with a record now that had none,
+// and that this pass did not start) are passed over; with ready, it lists
+// the ready segments after names[i] (a page: sink.NamesAfter), and those of
+// names in that range that are no longer there (finished by others) are
+// passed over, without a request either. A segment whose record was there
+// at the listing is tried as usual: it may have been released. A listing
+// that fails changes nothing.
+func (pl *pipeline) others(i int, records, ready bool) {
+	st := pl.r.status.Load()
+	var elsewhere map[string]bool
+	if records && st != nil {
+		elsewhere = map[string]bool{}
+		for name, err := range pl.r.c.Reader.RecordNames(pl.ctx) {
+			if err != nil {
+				return
+			}
+			if !st.recorded[name] {
+				elsewhere[name] = true
+			}
+		}
+	}
+	var gone []string
+	if ready && i > 0 {
+		now := map[string]bool{}
+		last := ""
+		for name, err := range sink.NamesAfter(pl.ctx, pl.r.c.Reader, sink.AreaReady, pl.names[i-1]) {
+			if err != nil {
+				return
+			}
+			now[name], last = true, name
+			if len(now) == seenPage {
+				break
+			}
+		}
+		for _, name := range pl.names[i:] {
+			if len(now) == seenPage && name > last {
+				break // beyond the page: not seen
+			}
+			if !now[name] {
+				gone = append(gone, name)
+			}
+		}
+	}
+	pl.mu.Lock()
+	if elsewhere != nil {
+		pl.elsewhere = elsewhere
+	}
+	for _, name := range gone {
+		if pl.gone == nil {
+			pl.gone = map[string]bool{}
+		}
+		pl.gone[name] = true
+	}
+	pl.mu.Unlock()
+}
+
+// elsewhereLocked returns why the feeder passes over names[i], nil to start
+// it.
+func (pl *pipeline) elsewhereLocked(i int, name string) error {
+	switch {
+	case pl.started[name]:
+		return nil
+	case pl.left == pl.part(i)+1:
+		return fmt.Errorf("%w: segment %s: left to another restorer working on its part of the listing", ErrClaimed, name)
+	case pl.gone[name]:
+		return fmt.Errorf("%w: segment %s: finished by another restorer since it was listed", ErrNotFound, name)
+	case pl.elsewhere[name]:
+		return fmt.Errorf("%w: segment %s: claimed by another restorer since it was listed", ErrClaimed, name)
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package dlqdump_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/internal/claims"
+	"github.com/dlqdump/dlqdump/internal/memsink"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// distantStore is a memsink whose record writes and segment opens take a
+// while, as a distant store's round trips do, so that a Restorer with
+// segments in flight overlaps them.
+type distantStore struct {
+	*memsink.Store
+	rtt time.Duration
+}
+
+func (s distantStore) wait(ctx context.Context) error {
+	t := time.NewTimer(s.rtt)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s distantStore) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	if err := s.wait(ctx); err != nil {
+		return "", err
+	}
+	return s.Store.WriteRecord(ctx, name, data, ifVersion)
+}
+
+func (s distantStore) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Open(ctx, area, name)
+}
+
+// seedSegments puts n sealed segments into st, segment i holding blocks[i%len]
+// blocks of per records each, and returns their names, oldest first, and
+// their records' items ("NAME/SEQ").
+func seedSegments(t *testing.T, st *memsink.Store, n, per int, blocks []int) ([]string, []string) {
+	t.Helper()
+	base := time.Now().Add(-time.Hour)
+	var names, items []string
+	for i := range n {
+		created := base.Add(time.Duration(i) * time.Millisecond)
+		id := segment.NewID(created)
+		name := segment.FileName(created, id)
+		var buf bytes.Buffer
+		w, err := segment.NewWriter(&buf, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range blocks[i%len(blocks)] {
+			for r := range per {
+				seq := uint64(b*per + r)
+				if err := w.Add(created, nil, fmt.Appendf(nil, "%s/%d", name, seq)); err != nil {
+					t.Fatal(err)
+				}
+				items = append(items, fmt.Sprintf("%s/%d", name, seq))
+			}
+			if err := w.Flush(); err != nil { // ends the block
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st.Put(sink.AreaReady, name, buf.Bytes())
+		names = append(names, name)
+	}
+	return names, items
+}
+
+// With segments in flight, a Restorer delivers the records in listing
+// order, and at every delivery the records delivered that a crash would
+// deliver again (beyond their segment's saved progress) are at most one
+// block's: the bound of one segment at a time. Meanwhile more than one
+// segment is claimed at once (the pipeline works ahead).
+func TestSegmentsInFlightKeepOrderAndBound(t *testing.T) {
+	const per = 7
+	mem := memsink.New()
+	names, items := seedSegments(t, mem, 24, per, []int{1, 3, 1, 1, 2})
+	st := distantStore{Store: mem, rtt: 2 * time.Millisecond}
+	ctx := context.Background()
+
+	var (
+		mu        sync.Mutex
+		got       []string
+		bySeg     = map[string]uint64{} // records delivered per segment
+		worst     int                   // most records a crash would deliver again
+		maxClaims int                   // most live claims seen at once
+		fail      []string
+	)
+	// atRisk returns what a crash now would deliver again, and the live
+	// claims, from the records as stored.
+	atRisk := func() (int, int) {
+		risk, live := 0, 0
+		for _, seg := range names {
+			if data, _, err := mem.ReadRecord(ctx, seg); err == nil {
+				if rec, ok := claims.Parse(data); ok && rec.Held() {
+					live++
+				}
+			}
+		}
+		for seg, n := range bySeg {
+			data, _, err := mem.ReadRecord(ctx, seg)
+			if errors.Is(err, sink.ErrNotFound) {
+				if mem.Get(sink.AreaReady, seg) == nil {
+					continue // finished
+				}
+				risk += int(n)
+				continue
+			}
+			if err != nil {
+				fail = append(fail, err.Error())
+				continue
+			}
+			rec, ok := claims.Parse(data)
+			if !ok {
+				fail = append(fail, "damaged record of "+seg)
+				continue
+			}
+			p, err := claims.ParseProgress(rec.Progress)
+			if err != nil {
+				fail = append(fail, err.Error())
+				continue
+			}
+			if !p.Done && n > p.Seq {
+				risk += int(n - p.Seq)
+			}
+		}
+		return risk, live
+	}
+	dst := queueFunc(func(x any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		item := x.(string)
+		seg, _, _ := strings.Cut(item, "/")
+		got = append(got, item)
+		bySeg[seg]++
+		risk, live := atRisk()
+		worst = max(worst, risk)
+		maxClaims = max(maxClaims, live)
+		return nil
+	})
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(ctx, dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fail) > 0 {
+		t.Fatalf("reading the records: %v", fail)
+	}
+	if rep.Segments != len(names) || rep.Delivered != uint64(len(items)) {
+		t.Fatalf("report %+v, want %d segments and %d records", rep, len(names), len(items))
+	}
+	if !sort.StringsAreSorted(names) || len(got) != len(items) {
+		t.Fatalf("delivered %d records, want %d", len(got), len(items))
+	}
+	for i := range got {
+		if got[i] != items[i] {
+			t.Fatalf("delivery %d is %s, want %s: not the listing's order", i, got[i], items[i])
+		}
+	}
+	if worst > per {
+		t.Fatalf("at one delivery a crash would have delivered %d records again, more than one block (%d)", worst, per)
+	}
+	if maxClaims < 2 {
+		t.Fatalf("at most %d segment claimed at once: nothing was worked on ahead", maxClaims)
+	}
+	if left := mem.Names(sink.AreaReady); len(left) > 0 {
+		t.Fatalf("left ready: %v", left)
+	}
+	t.Logf("at most %d records at risk of a crash, %d segments claimed at once", worst, maxClaims)
+}
+
+// A pass stopped while segments are claimed ahead (Close) releases every
+// claim: the segments are claimable at once, and resume where they were.
+func TestSegmentsInFlightReleasedOnClose(t *testing.T) {
+	mem := memsink.New()
+	names, items := seedSegments(t, mem, 12, 5, []int{2})
+	st := distantStore{Store: mem, rtt: time.Millisecond}
+	ctx := context.Background()
+	var (
+		mu        sync.Mutex
+		delivered = map[string]int{}
+		r         *dlqdump.Restorer
+		closing   sync.Once
+		closed    = make(chan error, 1)
+	)
+	dst := queueFunc(func(x any) error {
+		mu.Lock()
+		delivered[x.(string)]++
+		n := len(delivered)
+		mu.Unlock()
+		if n == 12 { // in the second segment: the next ones are claimed ahead
+			closing.Do(func() { go func() { closed <- r.Close() }() })
+		}
+		return nil
+	})
+	var err error
+	r, err = dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx, dlqdump.RunOptions{}); err != nil && !errors.Is(err, dlqdump.ErrClosed) {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		data, _, err := mem.ReadRecord(ctx, name)
+		if errors.Is(err, sink.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, ok := claims.Parse(data); !ok || rec.Held() {
+			t.Fatalf("after Close, the record of %s is held: %s", name, data)
+		}
+	}
+	// Another restorer finishes at once, and nothing is delivered twice.
+	r2, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if _, err := r2.Run(ctx, dlqdump.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, it := range items {
+		if delivered[it] != 1 {
+			t.Fatalf("%s delivered %d times", it, delivered[it])
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package s3_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/s3/s3test"
+	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// countingReader returns a Reader of the env whose requests c counts.
+func countingReader(e *env, c *s3test.Counter, chunk int) *s3.Reader {
+	client := e.srv.Client(func(o *awss3.Options) { o.HTTPClient = c.Wrap(o.HTTPClient) })
+	return &s3.Reader{Client: client, Bucket: e.bucket, Prefix: e.prefix, Retry: fastRetry, ReadChunk: dlqdump.MemorySize(chunk)}
+}
+
+// A segment smaller than ReadChunk is opened and read whole in one GET
+// (before: a HEAD, then a GET); a larger one in its chunks, without a HEAD.
+func TestOpenReadsInOneGet(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		payloads, _ := randomPayloads(3, 20, 200)
+		small, data := buildSegment(t, time.Now(), segment.CodecZstd, payloads...)
+		e.put(t, small, data)
+		var c s3test.Counter
+		r := countingReader(e, &c, 64<<10)
+		records := func(name string) int {
+			t.Helper()
+			f, err := r.Open(ctx, sink.AreaReady, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for {
+				_, err := sr.Next()
+				if errors.Is(err, io.EOF) {
+					return n
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+		}
+		if n := records(small); n != 20 {
+			t.Fatalf("read %d records, want 20", n)
+		}
+		if got := c.Counts(); got.Total() != 1 || got["GetObject"] != 1 {
+			t.Fatalf("opening and reading a %d-byte segment took %v, want one GetObject", len(data), got)
+		}
+
+		payloads, _ = randomPayloads(4, 220, 10<<10) // ~2 MiB, incompressible
+		large, data := buildSegment(t, time.Now(), segment.CodecNone, payloads...)
+		e.put(t, large, data)
+		c.Reset()
+		r = countingReader(e, &c, int(s3.DefaultReadChunk))
+		if n := records(large); n != 220 {
+			t.Fatalf("read %d records, want 220", n)
+		}
+		chunks := (len(data) + int(s3.DefaultReadChunk) - 1) / int(s3.DefaultReadChunk)
+		// The footer's chunk, read first, may be dropped from the cache
+		// before the blocks reach it and read again.
+		if got := c.Counts(); got["HeadObject"] != 0 || got["GetObject"] > int64(chunks)+1 {
+			t.Fatalf("reading a %d-byte segment (%d chunks) took %v, want at most one GetObject per chunk (and the footer's again) and no HeadObject", len(data), chunks, got)
+		}
+	})
+}
+
+// Exists is one HEAD; Discard removes segments there or not, several in one
+// request.
+func TestExistsAndDiscard(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var names []string
+		for i := range 3 {
+			name, data := buildSegment(t, time.Now().Add(time.Duration(i)*time.Millisecond), segment.CodecZstd, []byte("x"))
+			e.put(t, name, data)
+			names = append(names, name)
+		}
+		var c s3test.Counter
+		r := countingReader(e, &c, 0)
+		for _, name := range names {
+			if ok, err := r.Exists(ctx, sink.AreaReady, name); err != nil || !ok {
+				t.Fatalf("Exists(%s) = %v, %v", name, ok, err)
+			}
+		}
+		missing := "20200101T000000.000000000Z-0000000000000000.dlq"
+		if ok, err := r.Exists(ctx, sink.AreaReady, missing); err != nil || ok {
+			t.Fatalf("Exists(missing) = %v, %v", ok, err)
+		}
+		if got := c.Counts(); got.Total() != 4 || got["HeadObject"] != 4 {
+			t.Fatalf("4 Exists made %v, want 4 HeadObject", got)
+		}
+		c.Reset()
+		if err := r.Discard(ctx, sink.AreaReady, names[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Discard(ctx, sink.AreaReady, names[1], names[2], missing); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Counts(); got.Total() != 2 || got["DeleteObject"] != 1 || got["DeleteObjects"] != 1 {
+			t.Fatalf("Discard of 1, then 3 segments made %v, want one DeleteObject and one DeleteObjects", got)
+		}
+		for _, name := range names {
+			if ok, err := r.Exists(ctx, sink.AreaReady, name); err != nil || ok {
+				t.Fatalf("after Discard, Exists(%s) = %v, %v", name, ok, err)
+			}
+		}
+		if err := r.Discard(ctx, sink.AreaReady, missing); err != nil {
+			t.Fatalf("Discard of a missing segment: %v", err)
+		}
+	})
+}
+
+// NamesAfter lists from a name on, in one request for a page.
+func TestNamesAfter(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var names []string
+		for i := range 5 {
+			name, data := buildSegment(t, time.Now().Add(time.Duration(i)*time.Millisecond), segment.CodecZstd, []byte("x"))
+			e.put(t, name, data)
+			names = append(names, name)
+		}
+		var c s3test.Counter
+		r := countingReader(e, &c, 0)
+		var got []string
+		for name, err := range r.NamesAfter(ctx, sink.AreaReady, names[1]) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, name)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(names[2:]) {
+			t.Fatalf("NamesAfter(%s) = %v, want %v", names[1], got, names[2:])
+		}
+		if n := c.Counts()["ListObjects"]; n != 1 {
+			t.Fatalf("NamesAfter made %d ListObjects, want 1", n)
+		}
+	})
+}
