@@ -53,7 +53,7 @@ func TestJobsSeed002(t *testing.T) {
 			}
 			span := time.Duration(n) * 60 * time.Second / 10000
 			res, err := jobsim.Run(t.Context(), jobsim.Options{Store: st, Jobs: n, Records: 5, Span: max(span, 8*time.Second),
-				Runners: 4, Restorers: 4, Kills: 2, Lease: time.Second,
+				Runners: 4, Restorers: 4, Kills: 2, Lease: time.Second, Grace: 4 * time.Minute,
 				Child: func() *exec.Cmd { return exec.Command(os.Args[0], "-test.run=^$") }})
 			if err != nil {
 				t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
@@ -195,6 +196,7 @@ func Drain(st Store, procs int, child func() *exec.Cmd) ([][]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		childproc.DieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("drainers: start restorer %d: %w", p, err)
 		}

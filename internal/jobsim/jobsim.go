@@ -18,11 +18,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/sink"
@@ -44,6 +46,9 @@ type Options struct {
 	Kills int
 	// Lease is the runners' lease on jobs and segments.
 	Lease time.Duration
+	// Grace is how long after the span the jobs have to end before the
+	// run fails, naming those still open. Default 10 minutes.
+	Grace time.Duration
 	// Child returns a command running this program so that it calls
 	// ChildMain (EnvChild is added to its environment).
 	Child func() *exec.Cmd
@@ -181,6 +186,7 @@ func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, erro
 	if err != nil {
 		return nil, err
 	}
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -258,7 +264,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return res, err
 		}
 	}
-	all, err := waitAll(ctx, st, o.Jobs, first.Add(o.Span+10*time.Minute))
+	grace := o.Grace
+	if grace <= 0 {
+		grace = 10 * time.Minute
+	}
+	all, err := waitAll(ctx, st, o.Jobs, first.Add(o.Span+grace))
 	res.Took = time.Since(first)
 	for _, r := range runners {
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
@@ -315,7 +325,14 @@ func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time) ([]
 			return all, nil
 		}
 		if time.Now().After(deadline) {
-			return all, fmt.Errorf("jobsim: %d of %d jobs ended by the deadline", ended, n)
+			var open []string
+			for _, j := range all {
+				if !j.State.Final() && len(open) < 5 {
+					open = append(open, fmt.Sprintf("%s %s at %s (passes %d, failures %d, runner %q, error %q)",
+						j.ID, j.State, j.At.Format(time.RFC3339), j.Attempts, j.Failures, j.Runner, j.Error))
+				}
+			}
+			return all, fmt.Errorf("jobsim: %d of %d jobs ended by the deadline; open: %s", ended, n, strings.Join(open, "; "))
 		}
 		if err := sleepUntil(ctx, time.Now().Add(time.Second)); err != nil {
 			return nil, err

@@ -15,6 +15,8 @@ import (
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/dlqdump/dlqdump/internal/childproc"
 )
 
 // ErrNoVersity is the error [Versity] wraps when there is no versitygw to
@@ -189,7 +191,7 @@ func startVersity(bin, bucket string) (*Server, func(), error) {
 	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", root)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+srv.AccessKey, "ROOT_SECRET_KEY="+srv.SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	dieWithParent(cmd)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		os.RemoveAll(dir)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
 
@@ -90,6 +91,7 @@ func (h *Harness) runChild(ctx context.Context, sc Scenario, st *Store, p faults
 	if err != nil {
 		return nil, err
 	}
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("dumpfaults: start child: %w", err)
 	}
