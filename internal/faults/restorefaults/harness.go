@@ -278,7 +278,14 @@ func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs boo
 		}
 		if time.Now().After(deadline) {
 			left, _ := p.leftovers(true)
-			return fmt.Errorf("the store is not done a minute after the run: %+v, last error %v, left %v", r.Stats(), err, left)
+			var recs []string
+			for _, l := range left {
+				if name, ok := strings.CutPrefix(l, "record "); ok {
+					data, version, rerr := p.Reader.ReadRecord(ctx, name)
+					recs = append(recs, fmt.Sprintf("%s at version %q: %s (read error %v)", name, version, data, rerr))
+				}
+			}
+			return fmt.Errorf("the store is not done a minute after the run: %+v, last error %v, left %v; records left: %v", r.Stats(), err, left, recs)
 		}
 		t := time.NewTimer(claimsLease / 3)
 		select {
