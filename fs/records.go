@@ -158,6 +158,11 @@ func (r *Reader) readRecord(ctx context.Context, sp space, name string) ([]byte,
 		case err != nil:
 			return nil, "", fmt.Errorf("dlqdump: fs: read record of %s: %w", name, err)
 		case none:
+			// A tombstone: a removal stopped before its unlinks (a
+			// crash). Finish it (that write fails harmlessly where the
+			// directory is read-only), so that the name is no longer
+			// listed.
+			_, _ = r.change(ctx, sp, name, nil, "")
 			return nil, "", fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
 		}
 		return b, recordVersion(b), nil
@@ -274,6 +279,9 @@ func (r *Reader) changeChain(ctx context.Context, dir, base string, c chain, nam
 	var conflict string
 	switch {
 	case data == nil && none:
+		// A removal stopped between its tombstone and its unlinks (a
+		// crash): finish it, so that the record is no longer listed.
+		r.unlinkRemoved(dir, base, c)
 		return "", fmt.Errorf("%w: record of %s", sink.ErrNotFound, name)
 	case data == nil && ifVersion == "":
 		conflict = "no version given"
@@ -334,19 +342,25 @@ func (r *Reader) changeChain(ctx context.Context, dir, base string, c chain, nam
 	if data != nil {
 		return recordVersion(data), nil
 	}
-	// Removed: unlink the files, the first one first, unless the lock was
-	// broken meanwhile. A file that stays (an error) holds the tombstone.
+	r.unlinkRemoved(dir, base, c)
+	return "", nil
+}
+
+// unlinkRemoved unlinks the files c of a removed record (its last file
+// holds the tombstone, under the caller's lock), the first one first,
+// unless the lock was broken meanwhile. A file that stays (an error) holds
+// the tombstone: the next removal or read of the record unlinks it.
+func (r *Reader) unlinkRemoved(dir, base string, c chain) {
 	r.syncs.forget(filepath.Join(dir, base))
-	if there, err := present(dir, last.next); err != nil || there {
-		return "", nil
+	if there, err := present(dir, c.last().next); err != nil || there {
+		return
 	}
-	if err := os.Remove(first); err != nil {
-		return "", nil
+	if err := os.Remove(filepath.Join(dir, base)); err != nil {
+		return
 	}
 	for _, g := range c[1:] {
 		_ = os.Remove(filepath.Join(dir, g.name))
 	}
-	return "", nil
 }
 
 // lockLast locks the last file of the record whose files start with c, for
