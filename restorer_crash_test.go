@@ -24,24 +24,43 @@ func init() {
 }
 
 // restorerChild restores DLQDUMP_DIR into a destination that prints every
-// item it accepts, until no ready segment is left (or it is killed).
+// item it accepts, until no ready segment is left (or it is killed). With
+// DLQDUMP_GATED set, its first delivery prints readyLine and waits for a
+// byte on stdin: the parent opens the gate once every child holds a claim.
 func restorerChild() int {
 	dir := os.Getenv("DLQDUMP_DIR")
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
+	gated := os.Getenv("DLQDUMP_GATED") != ""
 	dst := queueFunc(func(x any) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if gated {
+			gated = false
+			out.WriteString(readyLine + "\n")
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			if _, err := io.ReadFull(os.Stdin, make([]byte, 1)); err != nil {
+				return err
+			}
+		}
 		out.WriteString(x.(string) + "\n")
 		return out.Flush() // delivered: the parent counts it
 	})
 	rd := &fs.Reader{Directory: dir}
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{
+	c := &dlqdump.Config{
 		Reader:  rd,
 		Decoder: decoder.Fallthrough{AsString: true},
 		Queue:   dst,
 		Lease:   300 * time.Millisecond,
-	})
+	}
+	if gated {
+		// Few enough that the other child finds segments to claim
+		// while this one holds its first delivery (the store has 7).
+		c.SegmentsInFlight = 2
+	}
+	r, err := dlqdump.NewRestorer(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -65,11 +84,32 @@ func restorerChild() int {
 	}
 }
 
+// readyLine is what a gated restorer child prints before its first delivery.
+const readyLine = "#ready"
+
 // startRestorer starts a restorer child and collects the items it delivers.
 func startRestorer(t *testing.T, dir string) (*exec.Cmd, <-chan []string) {
 	t.Helper()
+	cmd, lines, _, _ := startGatedRestorer(t, dir, false)
+	return cmd, lines
+}
+
+// startGatedRestorer is startRestorer with, when gated, the child's first
+// delivery held: ready is closed when it waits, and a write to gate lets it
+// go on.
+func startGatedRestorer(t *testing.T, dir string, gated bool) (*exec.Cmd, <-chan []string, <-chan struct{}, io.WriteCloser) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=restorer", "DLQDUMP_DIR="+dir)
+	var gate io.WriteCloser
+	if gated {
+		cmd.Env = append(cmd.Env, "DLQDUMP_GATED=1")
+		var err error
+		if gate, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := make(chan struct{})
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -83,12 +123,16 @@ func startRestorer(t *testing.T, dir string) (*exec.Cmd, <-chan []string) {
 		var got []string
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if sc.Text() == readyLine {
+				close(ready)
+				continue
+			}
 			got = append(got, sc.Text())
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 		lines <- got
 	}()
-	return cmd, lines
+	return cmd, lines, ready, gate
 }
 
 // dumpForRestore dumps n records into many small segments of small blocks
@@ -117,12 +161,22 @@ func dumpForRestore(t *testing.T, dir string, n int) ([]string, int) {
 }
 
 // Two restorer processes on one directory: no record is delivered twice while
-// both are alive, and together they deliver everything.
+// both are alive, and together they deliver everything. Each holds its first
+// delivery until both have claimed a segment, so that both work whatever
+// the machine's speed (one could restore everything before the other began).
 func TestTwoRestorerProcesses(t *testing.T) {
 	dir := t.TempDir()
 	items, _ := dumpForRestore(t, dir, 20000)
-	c1, l1 := startRestorer(t, dir)
-	c2, l2 := startRestorer(t, dir)
+	c1, l1, ready1, gate1 := startGatedRestorer(t, dir, true)
+	c2, l2, ready2, gate2 := startGatedRestorer(t, dir, true)
+	<-ready1
+	<-ready2
+	for _, g := range []io.WriteCloser{gate1, gate2} {
+		if _, err := g.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		_ = g.Close()
+	}
 	got1, got2 := <-l1, <-l2
 	if err := c1.Wait(); err != nil {
 		t.Fatal(err)
