@@ -377,7 +377,9 @@ func TestRunDueJobsStopOnClose(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if j, err := js.Get(ctx, "slow"); err != nil || j.State != jobs.Pending || j.Delivered >= 400 {
+	// Pending again (the block in flight may have ended its records:
+	// a stop takes effect at a block boundary), not completed.
+	if j, err := js.Get(ctx, "slow"); err != nil || j.State != jobs.Pending {
 		t.Fatalf("after Close: %+v, %v; want pending, not completed", j, err)
 	}
 	if _, err := rn.RunDue(ctx); !errors.Is(err, dlqdump.ErrClosed) {
