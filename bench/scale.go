@@ -208,26 +208,46 @@ type timedReader struct {
 	restores []time.Duration
 }
 
-func (t *timedReader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+// A segment's restore starts with the first request about its claim (a
+// read of its record, or the record's creation) and ends when the segment
+// leaves the ready area (Delete: an fs.Reader is no sink.Discarder).
+func (t *timedReader) start(name string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.started == nil {
 		t.started = map[string]time.Time{}
 	}
 	if _, ok := t.started[name]; !ok {
 		t.started[name] = time.Now()
 	}
-	t.mu.Unlock()
+}
+
+func (t *timedReader) end(area sink.Area, names ...string) {
+	if area != sink.AreaReady {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, name := range names {
+		if start, ok := t.started[name]; ok {
+			t.restores = append(t.restores, time.Since(start))
+			delete(t.started, name)
+		}
+	}
+}
+
+func (t *timedReader) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	t.start(name)
 	return t.Reader.ReadRecord(ctx, name)
+}
+
+func (t *timedReader) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	t.start(name)
+	return t.Reader.WriteRecord(ctx, name, data, ifVersion)
 }
 
 func (t *timedReader) Delete(ctx context.Context, area sink.Area, name string) error {
 	err := t.Reader.Delete(ctx, area, name)
-	if area == sink.AreaReady {
-		t.mu.Lock()
-		if start, ok := t.started[name]; ok {
-			t.restores = append(t.restores, time.Since(start))
-		}
-		t.mu.Unlock()
-	}
+	t.end(area, name)
 	return err
 }
