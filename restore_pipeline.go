@@ -327,10 +327,14 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	return j
 }
 
-// stopsPass reports whether Run stops the pass on a segment's error: then
-// the segments after it must not deliver (the pipeline is stopped instead).
+// stopsPass reports whether the segments after one that ended with err must
+// not deliver: the pass stops, or the segment's claim was lost. A lost claim
+// means this process stalled past its lease (or lost the store): the claims
+// of the segments after it, taken as long ago, are as likely lost, and each
+// of them delivering a block before learning it would put a block per
+// segment in flight at risk of a second delivery instead of one.
 func (pl *pipeline) stopsPass(err error) bool {
-	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) ||
+	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLeaseLost) ||
 		pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
 }
 

@@ -117,6 +117,11 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 	if g.f != nil {
 		_ = g.f.Close()
 	}
+	if err != nil && g.lost() && !errors.Is(err, ErrLeaseLost) {
+		// The keeper cancelled the run's context when the claim was
+		// lost: whatever call that cut short, the claim's loss is why.
+		err = fmt.Errorf("%w: segment %s: %w", ErrLeaseLost, name, err)
+	}
 	return err
 }
 

@@ -402,6 +402,14 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			r.setErr(err)
 			errs = append(errs, err)
 			return pl.end(&rep), result()
+		case errors.Is(err, ErrLeaseLost):
+			// This process stalled past its lease, or lost the store:
+			// the segments after this one, claimed as long ago, do not
+			// deliver (their turn is not passed); a later pass lists
+			// the store again.
+			r.setErr(err)
+			errs = append(errs, err)
+			return pl.end(&rep), result()
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++ // another restorer has it
 		case errors.Is(err, ErrNotFound):
