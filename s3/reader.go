@@ -346,7 +346,10 @@ func (r *Reader) Open(ctx context.Context, area sink.Area, name string) (sink.Fi
 	if notFound(err) {
 		return nil, fmt.Errorf("%w: %s segment %s: %w", sink.ErrNotFound, area, name, err)
 	}
-	return o, err
+	if err != nil {
+		return nil, err // not a nil *object in a non-nil sink.File
+	}
+	return o, nil
 }
 
 // Exists reports whether a segment is in area: one HeadObject. It implements

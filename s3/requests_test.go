@@ -1,6 +1,7 @@
 package s3_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -149,6 +150,28 @@ func TestNamesAfter(t *testing.T) {
 		}
 		if n := c.Counts()["ListObjects"]; n != 1 {
 			t.Fatalf("NamesAfter made %d ListObjects, want 1", n)
+		}
+	})
+}
+
+// An Open that fails (here: its context is cancelled) returns a nil
+// sink.File, not a nil *object in a non-nil interface, which a caller's
+// `if f != nil { f.Close() }` would have panicked on (a restore under load).
+func TestOpenFailureReturnsNoFile(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		payloads, _ := randomPayloads(3, 20, 200)
+		name, data := buildSegment(t, time.Now(), segment.CodecZstd, payloads...)
+		e.put(t, name, data)
+		var c s3test.Counter
+		r := countingReader(e, &c, 64<<10)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		f, err := r.Open(ctx, sink.AreaReady, name)
+		if err == nil {
+			t.Fatal("Open with a cancelled context succeeded")
+		}
+		if f != nil {
+			t.Fatalf("Open failed (%v) and returned a non-nil file %#v", err, f)
 		}
 	})
 }
