@@ -48,8 +48,8 @@ func (x *execution) run(ctx context.Context, job *Job) {
 		return
 	}
 	x.job.Spec.ID = x.id
-	// What the claimed record says, not what the poll read before
-	// claiming it: a pause or cancel may have come in between.
+	// The claim was taken at the version the poll read: this is the
+	// record it decided on, a request written into it since included.
 	switch x.job.State {
 	case Pending, Running:
 	case Completed, Failed, Cancelled:
@@ -72,19 +72,28 @@ func (x *execution) run(ctx context.Context, job *Job) {
 		x.end(Paused, nil)
 		return
 	}
-	taken := x.job.State == Running // its runner died (or stopped) while running it
-	now := time.Now().UTC()
-	if x.job.Started.IsZero() {
-		x.job.Started = now
-		x.job.LateMS = now.Sub(x.job.At).Milliseconds()
-	}
-	x.job.State, x.job.Runner, x.job.Error = Running, rn.o.Owner, ""
-	x.job.Attempts++
+	taken := x.job.begin(rn.o.Owner, time.Now().UTC())
 	if err := x.save(ctx); err != nil {
 		rn.log.Warn("starting a job failed", slog.String("job", x.id), slog.Any("error", err))
 		x.release()
 		return
 	}
+	x.begun(ctx, taken)
+}
+
+// runStarted runs a job the claim marked running (job, as written), taken
+// over from a runner that stopped if taken.
+func (x *execution) runStarted(ctx context.Context, job *Job, taken bool) {
+	x.keep = claims.Keep(ctx, x.cl, x.rn.log)
+	defer x.keep.Stop()
+	x.job = *job
+	x.job.Spec.ID = x.id
+	x.begun(ctx, taken)
+}
+
+// begun logs and counts the job's start and runs its pass.
+func (x *execution) begun(ctx context.Context, taken bool) {
+	rn := x.rn
 	what := "job started"
 	if taken {
 		what = "job taken over from a runner that stopped"

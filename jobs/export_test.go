@@ -36,3 +36,20 @@ func (rn *Runner) Orphans() int {
 	defer rn.mu.Unlock()
 	return len(rn.orphans)
 }
+
+// Rank returns the runner's rank for job id among the runners it heard.
+func (rn *Runner) Rank(id string) int { return rn.rank(id) }
+
+// Hear writes the runner's heartbeat and reads the others'.
+func (rn *Runner) Hear(ctx context.Context) error {
+	if err := rn.store.beat(ctx, rn.o.Owner, rn.dests, rn.o.Heartbeat); err != nil {
+		return err
+	}
+	rn.hearPeers(ctx)
+	return nil
+}
+
+// Beat writes a heartbeat for a runner of that owner serving dests.
+func (s *Store) Beat(ctx context.Context, owner string, dests []string) error {
+	return s.beat(ctx, owner, dests, time.Minute)
+}

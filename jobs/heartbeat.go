@@ -24,6 +24,12 @@ type RunnerInfo struct {
 	Every time.Duration `json:"every"`
 }
 
+// Live reports whether the runner was heard from lately, as of now: within
+// three of its heartbeats (of a second at least).
+func (ri *RunnerInfo) Live(now time.Time) bool {
+	return now.Sub(ri.Seen) <= 3*max(ri.Every, time.Second)
+}
+
 // Serves reports whether the runner serves the destination.
 func (ri *RunnerInfo) Serves(dest string) bool {
 	for _, d := range ri.Destinations {
@@ -57,11 +63,11 @@ func (s *Store) beat(ctx context.Context, owner string, dests []string, every ti
 	}
 	key := runnerKey(owner)
 	for range 3 {
-		_, version, err := s.t.ReadRecord(ctx, key)
+		_, version, err := s.runners.ReadRecord(ctx, key)
 		if err != nil && !errors.Is(err, sink.ErrNotFound) {
 			return err
 		}
-		if _, err = s.t.WriteRecord(ctx, key, data, version); !errors.Is(err, sink.ErrConflict) {
+		if _, err = s.runners.WriteRecord(ctx, key, data, version); !errors.Is(err, sink.ErrConflict) {
 			return err
 		}
 	}
@@ -71,14 +77,14 @@ func (s *Store) beat(ctx context.Context, owner string, dests []string, every ti
 // dropRunner removes a runner's heartbeat.
 func (s *Store) dropRunner(ctx context.Context, owner string) error {
 	key := runnerKey(owner)
-	_, version, err := s.t.ReadRecord(ctx, key)
+	_, version, err := s.runners.ReadRecord(ctx, key)
 	if errors.Is(err, sink.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := s.t.DeleteRecord(ctx, key, version); err != nil && !errors.Is(err, sink.ErrNotFound) && !errors.Is(err, sink.ErrConflict) {
+	if err := s.runners.DeleteRecord(ctx, key, version); err != nil && !errors.Is(err, sink.ErrNotFound) && !errors.Is(err, sink.ErrConflict) {
 		return err
 	}
 	return nil
@@ -88,18 +94,15 @@ func (s *Store) dropRunner(ctx context.Context, owner string) error {
 // did (a runner that stopped without Close stays listed, with an old Seen).
 func (s *Store) Runners(ctx context.Context) iter.Seq2[RunnerInfo, error] {
 	return func(yield func(RunnerInfo, error) bool) {
-		for key, err := range s.t.RecordNames(ctx) {
+		for key, err := range s.runners.RecordNames(ctx) {
 			if err != nil {
 				yield(RunnerInfo{}, err)
 				return
 			}
 			if !strings.HasPrefix(key, runnerKind) {
-				if key > runnerKind {
-					return
-				}
 				continue
 			}
-			data, _, err := s.t.ReadRecord(ctx, key)
+			data, _, err := s.runners.ReadRecord(ctx, key)
 			if errors.Is(err, sink.ErrNotFound) {
 				continue
 			}

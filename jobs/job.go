@@ -138,6 +138,19 @@ type Job struct {
 // Late returns how late the job started.
 func (j *Job) Late() time.Duration { return time.Duration(j.LateMS) * time.Millisecond }
 
+// begin makes a pending or running job running by owner, now, and reports
+// whether it was running (its runner stopped: taken over).
+func (j *Job) begin(owner string, now time.Time) (taken bool) {
+	taken = j.State == Running
+	if j.Started.IsZero() {
+		j.Started = now
+		j.LateMS = now.Sub(j.At).Milliseconds()
+	}
+	j.State, j.Runner, j.Error = Running, owner, ""
+	j.Attempts++
+	return taken
+}
+
 // Requests of Job.Request.
 const (
 	requestPause  = "pause"

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +48,7 @@ type Runner struct {
 	orphans map[string]time.Time // due markers without a job, since
 	held    map[string]time.Time // jobs other runners run: not looked at again until then
 	moved   time.Time            // when the markers due soon were last moved into "jobsdue"
+	peers   []string             // the owners of the runners heard from lately, this one included
 	started bool
 	closed  bool
 	cancel  context.CancelFunc // cancels ctx
@@ -198,6 +201,7 @@ func (rn *Runner) loop(ctx context.Context) {
 			if err := rn.store.beat(ctx, rn.o.Owner, rn.dests, rn.o.Heartbeat); err != nil && ctx.Err() == nil {
 				rn.log.Debug("writing the runner's heartbeat failed", slog.Any("error", err))
 			}
+			rn.hearPeers(ctx)
 			beat = time.Now()
 		}
 		next, err := rn.poll(ctx)
@@ -255,6 +259,14 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 			rn.log.Debug("jobs now due within the hour", slog.Int("jobs", n))
 		}
 	}
+	if len(rn.free) == 0 {
+		return now.Add(rn.o.PollInterval), nil // woken when a Restorer frees
+	}
+	// The due jobs whose turn came, up to maxCandidates, are run in the
+	// order of their rank, then of their due time: each runner first
+	// takes those it ranks first for, so that runners behind a backlog
+	// take different jobs rather than look at the same ones.
+	var cands []candidate
 	for key, err := range rn.store.due.RecordNames(ctx) {
 		if err != nil {
 			return next, err
@@ -263,8 +275,15 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 		if !ok {
 			continue
 		}
-		if at.After(now) {
-			return at, nil // the first job due later: stop listing
+		if !next.IsZero() && !at.Before(next) {
+			break // no marker from here on is this runner's sooner
+		}
+		rank := rn.rank(id)
+		if turn := at.Add(time.Duration(rank) * rn.handOffStep()); turn.After(now) {
+			if next.IsZero() || turn.Before(next) {
+				next = turn
+			}
+			continue
 		}
 		rn.mu.Lock()
 		busy := rn.running[id] || now.Before(rn.held[id])
@@ -272,22 +291,102 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 		if busy {
 			continue
 		}
+		if cands = append(cands, candidate{key: key, at: at, id: id, rank: rank}); len(cands) == maxCandidates {
+			break
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return a.rank - b.rank })
+	for _, c := range cands {
 		if len(rn.free) == 0 {
 			return now.Add(rn.o.PollInterval), nil // woken when a Restorer frees
 		}
-		if err := rn.consider(ctx, key, at, id); err != nil && ctx.Err() == nil {
-			rn.log.Warn("a due job could not be started", slog.String("job", id), slog.Any("error", err))
+		if err := rn.consider(ctx, c.key, c.at, c.id); err != nil && ctx.Err() == nil {
+			rn.log.Warn("a due job could not be started", slog.String("job", c.id), slog.Any("error", err))
 		}
 	}
 	return next, nil
 }
 
+// candidate is a due job a poll may start.
+type candidate struct {
+	key, id string
+	at      time.Time
+	rank    int
+}
+
+// maxCandidates bounds the due jobs a poll looks at.
+const maxCandidates = 256
+
+// handOffStep is how long after one runner's turn at a due job the next
+// runner's comes, at most (see Runner.rank).
+const handOffStep = 100 * time.Millisecond
+
+// handOffStep returns the runner's: handOffStep, or a quarter of its
+// PollInterval if shorter.
+func (rn *Runner) handOffStep() time.Duration { return min(handOffStep, rn.o.PollInterval/4) }
+
+// rank returns this runner's rank for a job among the runners heard from
+// lately: they rank themselves for each job by a hash of their owner label
+// and the job's ID (rendezvous hashing), and the runner of rank r looks at
+// a due job r hand-off steps after it is due, so that the first in rank
+// takes it alone and the others look at it only once it is late (its
+// runner busy, dead or not serving its destination). Without peers, 0.
+func (rn *Runner) rank(id string) int {
+	rn.mu.Lock()
+	peers := rn.peers
+	rn.mu.Unlock()
+	mine := rendezvous(rn.o.Owner, id)
+	rank := 0
+	for _, p := range peers {
+		if h := rendezvous(p, id); h > mine || h == mine && p > rn.o.Owner {
+			rank++
+		}
+	}
+	return rank
+}
+
+// rendezvous is the weight of a runner for a job: FNV-1a of both, mixed by
+// SplitMix64's finaliser (FNV alone barely tells owners apart that differ in
+// a byte).
+func rendezvous(owner, id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(owner))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	x := h.Sum64()
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// hearPeers reads which runners were heard from lately, for handOff; what
+// fails to read leaves the last view.
+func (rn *Runner) hearPeers(ctx context.Context) {
+	now := time.Now()
+	var peers []string
+	for ri, err := range rn.store.Runners(ctx) {
+		if err != nil {
+			if ctx.Err() == nil {
+				rn.log.Debug("reading the runners' heartbeats failed", slog.Any("error", err))
+			}
+			return
+		}
+		if ri.Live(now) && ri.Owner != rn.o.Owner {
+			peers = append(peers, ri.Owner)
+		}
+	}
+	rn.mu.Lock()
+	rn.peers = peers
+	rn.mu.Unlock()
+}
+
 // consider starts the job of a due marker, if it should run here and now.
 func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id string) error {
-	rec, live, err := rn.claimer.Inspect(ctx, jobKey(id))
+	seen, err := rn.claimer.Look(ctx, jobKey(id))
 	if err != nil {
 		return err
 	}
+	rec, live := seen.Record, seen.Live
 	if rec == nil {
 		return rn.orphan(ctx, key, at, id)
 	}
@@ -296,7 +395,7 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 	rn.mu.Unlock()
 	var job Job
 	if err := json.Unmarshal(rec.Progress, &job); err != nil || job.ID != id || !slices.Contains(States, job.State) {
-		return rn.claimAndRun(ctx, id, nil) // damaged: failed, with the reason
+		return rn.claimAndRun(ctx, seen, nil) // damaged: failed, with the reason
 	}
 	switch {
 	case job.State.Final():
@@ -312,7 +411,7 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 		rn.hold(id) // for a runner that serves its destination
 		return nil
 	}
-	return rn.claimAndRun(ctx, id, &job)
+	return rn.claimAndRun(ctx, seen, &job)
 }
 
 // dropMarker removes the due marker of a job that ended, logging a
@@ -336,13 +435,14 @@ func (rn *Runner) dropStale(at time.Time, id string) {
 }
 
 // hold notes that another runner runs job id: its record is looked at again
-// a third of a lease later, when a holder that stopped renewing may be
-// seen to have (a poll reads what is due and not known to be run).
+// half a lease later (a poll reads what is due and not known to be run), so
+// that a holder that stopped renewing is seen to have within two looks, a
+// lease and a half after it stopped at most.
 func (rn *Runner) hold(id string) {
 	now := time.Now()
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	rn.held[id] = now.Add(rn.o.Lease / 3)
+	rn.held[id] = now.Add(rn.o.Lease / 2)
 	if len(rn.held) > 1024 {
 		for k, until := range rn.held {
 			if now.After(until) {
@@ -379,23 +479,38 @@ func (rn *Runner) orphan(ctx context.Context, key string, at time.Time, id strin
 	return rn.store.dropStale(ctx, at, id) // put back if the record appeared meanwhile
 }
 
-// claimAndRun claims a job and runs it on a free Restorer in the
-// background; job is nil for a record that holds none (it is failed).
-func (rn *Runner) claimAndRun(ctx context.Context, id string, job *Job) error {
-	cl, err := rn.claimer.Claim(ctx, jobKey(id))
-	if errors.Is(err, claims.ErrClaimed) {
-		rn.hold(id)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+// claimAndRun claims the job whose record was seen, if unchanged since, and
+// runs it on a free Restorer in the background; job is what the record
+// holds, nil for a record that holds none (it is failed). A job due to
+// start is claimed and marked running in one write.
+func (rn *Runner) claimAndRun(ctx context.Context, seen claims.Seen, job *Job) error {
 	var r *dlqdump.Restorer
 	select {
 	case r = <-rn.free:
 	default:
-		_ = cl.Release(ctx) // taken meanwhile: released, still due
-		return nil
+		return nil // still due: taken when a Restorer frees
+	}
+	id := strings.TrimPrefix(seen.Name, jobKind)
+	var progress json.RawMessage
+	var running *Job
+	if job != nil && seen.Record.Control == "" && (job.State == Pending || job.State == Running) {
+		running = new(Job)
+		*running = *job
+		running.begin(rn.o.Owner, time.Now().UTC())
+		var err error
+		if progress, err = json.Marshal(running); err != nil {
+			rn.free <- r
+			return err
+		}
+	}
+	cl, err := rn.claimer.ClaimSeen(ctx, seen, progress)
+	if err != nil {
+		rn.free <- r
+		if errors.Is(err, claims.ErrClaimed) {
+			rn.hold(id)
+			return nil
+		}
+		return err
 	}
 	rn.mu.Lock()
 	rn.running[id] = true
@@ -414,6 +529,10 @@ func (rn *Runner) claimAndRun(ctx context.Context, id string, job *Job) error {
 			}
 		}()
 		x := &execution{rn: rn, r: r, cl: cl, id: id}
+		if running != nil {
+			x.runStarted(rn.ctx, running, job.State == Running)
+			return
+		}
 		x.run(rn.ctx, job)
 	}()
 	return nil

@@ -19,7 +19,10 @@ import (
 //
 //	j-ID     the job: a claim record (package claims) whose progress is
 //	         the Job
-//	r-OWNER  a runner's heartbeat: what it serves, and when
+//
+// table "jobsrunners" the runners' heartbeats,
+//
+//	r-OWNER  what the runner serves, and when it last said so
 //
 // and the due markers, d-20261127T030000.000Z-ID (the job is due then),
 // are in two tables of their own: "jobsdue" for the jobs due within the
@@ -40,10 +43,11 @@ const maxSpec = 16 << 10
 // Table is the name of the table of jobs.
 const Table = "jobs"
 
-// The tables of the due markers.
+// The tables of the due markers and of the heartbeats.
 const (
-	dueTable   = "jobsdue"
-	laterTable = "jobslater"
+	dueTable     = "jobsdue"
+	laterTable   = "jobslater"
+	runnersTable = "jobsrunners"
 )
 
 // horizon splits the markers between dueTable and laterTable; the runners
@@ -96,8 +100,9 @@ var (
 // Store keeps the restore jobs of a dump: create, read and control them
 // from any process. It is safe for concurrent use.
 type Store struct {
-	t          sink.Records // the jobs and the heartbeats
+	t          sink.Records // the jobs
 	due, later sink.Records // the due markers
+	runners    sink.Records // the heartbeats
 	now        func() time.Time
 }
 
@@ -112,7 +117,7 @@ func Open(rd sink.Reader) (*Store, error) {
 	for _, t := range []struct {
 		name string
 		to   *sink.Records
-	}{{Table, &s.t}, {dueTable, &s.due}, {laterTable, &s.later}} {
+	}{{Table, &s.t}, {dueTable, &s.due}, {laterTable, &s.later}, {runnersTable, &s.runners}} {
 		r, err := tb.Table(t.name)
 		if err != nil {
 			return nil, err
@@ -308,20 +313,10 @@ func (s *Store) dropMarkers(ctx context.Context, at time.Time, id string) error 
 	return errors.Join(dropKey(ctx, s.later, dueKey(at, id)), dropKey(ctx, s.due, dueKey(at, id)))
 }
 
-// dropKey removes the record of key, if it is there.
+// dropKey removes the record of key, if it is there: a marker, which every
+// version of means the same.
 func dropKey(ctx context.Context, t sink.Records, key string) error {
-	_, version, err := t.ReadRecord(ctx, key)
-	if errors.Is(err, sink.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = t.DeleteRecord(ctx, key, version)
-	if errors.Is(err, sink.ErrNotFound) || errors.Is(err, sink.ErrConflict) {
-		return nil
-	}
-	return err
+	return sink.DropRecord(ctx, t, key)
 }
 
 // promote moves the markers of "jobslater" due until then into "jobsdue"

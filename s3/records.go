@@ -225,3 +225,23 @@ func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return t.r.recordNames(ctx, t.sp)
 }
+
+// DropRecord removes the record of key whatever its version, in one
+// request (sink.RecordDropper).
+func (t *table) DropRecord(ctx context.Context, key string) error {
+	s, err := t.r.state()
+	if err != nil {
+		return err
+	}
+	k, err := t.sp.key(s, key)
+	if err != nil {
+		return err
+	}
+	return s.call(ctx, "DeleteObject", k, 0, true, func(ctx context.Context) error {
+		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &k})
+		if notFound(err) {
+			return nil
+		}
+		return err
+	})
+}

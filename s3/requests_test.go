@@ -175,3 +175,32 @@ func TestOpenFailureReturnsNoFile(t *testing.T) {
 		}
 	})
 }
+
+// A table's DropRecord removes a record whatever its version in one request,
+// and a record not there is not an error.
+func TestTableDropRecordInOneRequest(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var c s3test.Counter
+		r := countingReader(e, &c, 64<<10)
+		tb, err := r.Table("marks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.WriteRecord(ctx, "d-1", []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+		c.Reset()
+		for range 2 { // there, then not
+			if err := sink.DropRecord(ctx, tb, "d-1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := c.Counts(); got.Total() != 2 || got["DeleteObject"] != 2 {
+			t.Fatalf("two drops: %v; want one DeleteObject each", got)
+		}
+		if _, _, err := tb.ReadRecord(ctx, "d-1"); !errors.Is(err, sink.ErrNotFound) {
+			t.Fatalf("read after the drop: %v, want ErrNotFound", err)
+		}
+	})
+}

@@ -84,3 +84,35 @@ func NamesAfter(ctx context.Context, r Reader, area Area, after string) iter.Seq
 		}
 	}
 }
+
+// RecordDropper is implemented by Records that remove a record whatever its
+// version more cheaply than a read and a DeleteRecord (an S3 table: one
+// DELETE, where DeleteRecord asks first whether the record is there).
+type RecordDropper interface {
+	// DropRecord removes the record of name whatever its version. No
+	// record is not an error. It may be retried after a failure, also one
+	// that took effect.
+	DropRecord(ctx context.Context, name string) error
+}
+
+// DropRecord removes the record of name from t through its RecordDropper,
+// or by reading its version and deleting it at that version (a record that
+// changed between the two is then left). No record is not an error. It
+// suits records whose every version means the same, such as markers.
+func DropRecord(ctx context.Context, t Records, name string) error {
+	if d, ok := t.(RecordDropper); ok {
+		return d.DropRecord(ctx, name)
+	}
+	_, version, err := t.ReadRecord(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = t.DeleteRecord(ctx, name, version)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return err
+}

@@ -8,6 +8,7 @@
 //	go run ./cmd/dlqdump-bench restore [flags]   # Restorer from the fs sink
 //	go run ./cmd/dlqdump-bench all     [flags]
 //	go run ./cmd/dlqdump-bench jobs    [flags]   # restore jobs: poll cost, start delay
+//	go run ./cmd/dlqdump-bench jobs-floor [flags] # the least a job can cost on S3: its requests alone
 //	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
 //	go run ./cmd/dlqdump-bench sim     [flags]   # fleets of restorers on a simulated S3 prefix (docs/SCALING.md)
 //
@@ -56,12 +57,17 @@ type options struct {
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|fleet|sim [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|jobs-floor|fleet|sim [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
-	if cmd == "jobs" {
-		if err := benchJobs(os.Args[2:]); err != nil {
+	switch cmd {
+	case "jobs", "jobs-floor":
+		run := benchJobs
+		if cmd == "jobs-floor" {
+			run = benchJobsFloor
+		}
+		if err := run(os.Args[2:]); err != nil {
 			fatal(err)
 		}
 		return

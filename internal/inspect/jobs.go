@@ -30,9 +30,10 @@ func JobWaitingAmong(j *jobs.Job, runners []jobs.RunnerInfo) string {
 		return ""
 	}
 	var live, serving int
+	now := time.Now()
 	for _, ri := range runners {
-		if time.Since(ri.Seen) > 3*max(ri.Every, time.Second) {
-			continue // not heard from lately
+		if !ri.Live(now) {
+			continue
 		}
 		live++
 		if ri.Serves(j.Spec.Destination) {

@@ -52,6 +52,9 @@ type Options struct {
 	// Child returns a command running this program so that it calls
 	// ChildMain (EnvChild is added to its environment).
 	Child func() *exec.Cmd
+	// Created, if set, is called once the jobs are created, before the
+	// runners start (to count what the runs cost, say).
+	Created func()
 }
 
 // Result is what a run did.
@@ -227,10 +230,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Due from a few seconds on, after the jobs are created.
-	first := time.Now().Add(3*time.Second + time.Duration(o.Jobs)*time.Millisecond/4).Truncate(time.Second).Add(time.Second)
+	// Due from a few seconds on, after the jobs are created: creating one
+	// takes four requests, some 2 ms of a loaded 2-core machine beside an
+	// S3 server.
+	first := time.Now().Add(3*time.Second + time.Duration(o.Jobs)*3*time.Millisecond).Truncate(time.Second).Add(time.Second)
 	if err := create(ctx, st, names, first, o.Span); err != nil {
 		return nil, err
+	}
+	if now := time.Now(); now.After(first) {
+		return nil, fmt.Errorf("jobsim: creating the %d jobs took until %s after the first was due: the start delays would count it", o.Jobs, now.Sub(first).Round(time.Millisecond))
+	}
+	if o.Created != nil {
+		o.Created()
 	}
 	var mu sync.Mutex
 	got := make([][]string, o.Runners)
@@ -268,7 +279,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if grace <= 0 {
 		grace = 10 * time.Minute
 	}
-	all, err := waitAll(ctx, st, o.Jobs, first.Add(o.Span+grace))
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := make(map[string]struct{}, len(items))
+		for _, out := range got {
+			for _, it := range out {
+				seen[it] = struct{}{}
+			}
+		}
+		return len(seen)
+	}
+	all, err := waitAll(ctx, st, o.Jobs, first.Add(o.Span+grace), func() bool { return delivered() >= len(items) })
 	res.Took = time.Since(first)
 	for _, r := range runners {
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
@@ -307,9 +329,17 @@ func create(ctx context.Context, st *jobs.Store, names []string, first time.Time
 	return <-errs
 }
 
-// waitAll returns every job once all have ended, or fails at deadline.
-func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time) ([]jobs.Job, error) {
+// waitAll returns every job once all have ended, or fails at deadline. It
+// reads the jobs (every record: a load on the store of its own) only once
+// done says the runners delivered every record, or at the deadline.
+func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time, done func() bool) ([]jobs.Job, error) {
 	for {
+		if !done() && time.Now().Before(deadline) {
+			if err := sleepUntil(ctx, time.Now().Add(time.Second)); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		var all []jobs.Job
 		ended := 0
 		for j, err := range st.List(ctx) {
