@@ -9,11 +9,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
+
+// One segment's run: it is claimed, opened and read block by block from its
+// checkpoint, each record delivered or set aside, the run halted where it
+// stops. The rest of it is carved out by concern: its checkpoints in
+// restore_checkpoint.go, how its claim ends (finished, forgotten, released)
+// in restore_end.go, a segment moved aside whole (quarantine, VersionPolicy)
+// in restore_quarantine.go, a record's delivery in restore_deliver.go and
+// restore_window.go, what a filtered pass leaves in restore_remainder.go and
+// restore_sides.go, the round trips saved on S3 in restore_trips.go.
 
 // segRun is the restoring of one segment, or its dry run: the same steps, so
 // that a dry run reports what the real run would do.
@@ -58,16 +66,6 @@ type segRun struct {
 	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
 	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
 }
-
-// stopDeadline bounds the writes that record where a cancelled run stopped.
-const stopDeadline = 5 * time.Second
-
-// Finishing a segment is tried finishAttempts times, within finishDeadline.
-const (
-	finishAttempts  = 4
-	finishRetryBase = 20 * time.Millisecond
-	finishDeadline  = 30 * time.Second
-)
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
 // restores it, delivering once its turn came (nil: at once).
@@ -125,28 +123,10 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 	return err
 }
 
-// release stops the claim's keeper and, unless the run ended the claim,
-// releases it, keeping the last saved progress.
-func (g *segRun) release() {
-	g.keep.Stop()
-	if g.ended || g.keep.Lost() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
-	defer cancel()
-	// The progress of the last block handled, which a CheckpointInterval
-	// may have kept from the record so far: a pass ended by an error
-	// resumes there, not at an older checkpoint.
-	if err := g.keep.Flush(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
-		g.r.log.Warn("recording where a segment stopped failed; it resumes at its last checkpoint", slog.String("segment", g.name), slog.Any("error", err))
-	}
-	if err := g.keep.Claim().Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
-		g.r.log.Warn("releasing a claim failed; it is taken over after its lease", slog.String("segment", g.name), slog.Any("error", err))
-	}
-}
-
+// run restores the segment from found, the progress its record holds: it
+// opens the segment, delivers the records from the checkpoint on (or reads
+// those a previous pass left), then ends the claim.
 func (g *segRun) run(found json.RawMessage) error {
-	r := g.r
 	prog, err := claims.ParseProgress(found)
 	if err != nil {
 		return g.quarantineWhole("progress", fmt.Sprintf("its restore progress cannot be trusted (%v); records may have been delivered already", err), 0)
@@ -160,43 +140,8 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
-	area := sink.AreaReady
-	if g.dry && g.opts.Area == AreaQuarantine {
-		area = AreaQuarantine // a dry run releases nothing
-	}
-	g.f, err = r.c.Reader.Open(g.ctx, area, g.name)
-	if errors.Is(err, sink.ErrNotFound) {
-		if g.keep != nil {
-			// An earlier holder finished it: drop the stale record.
-			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
-				g.ended = true
-			}
-		}
+	if done, err := g.open(); done {
 		return err
-	}
-	if err != nil {
-		return err
-	}
-	g.sr, err = segment.NewReaderContext(g.ctx, g.f, g.f.Size(), r.readerOptions(g.name))
-	if err != nil {
-		var ce *segment.CorruptError
-		if !errors.As(err, &ce) {
-			if handled, err2 := g.openFailed(err); handled {
-				return err2
-			}
-			return err
-		}
-		return g.quarantineWhole("damaged", "unreadable: "+err.Error(), 0)
-	}
-	g.hdr = g.sr.Header()
-	if dk := g.sr.DataKey(); dk != nil {
-		g.key = dk.Key
-		if done, err := g.authenticate(); done || err != nil {
-			return err
-		}
-	}
-	if v := Version(g.hdr.DataVersion); !r.versionOK(v) {
-		return g.versionMismatch(v)
 	}
 	if err := g.checkProgress(); err != nil {
 		return g.quarantineWhole("progress", err.Error(), 0)
@@ -234,67 +179,50 @@ func (g *segRun) run(found json.RawMessage) error {
 	return g.finish()
 }
 
-// checkProgress checks the saved position against the segment: it must be
-// the start, the end, or a record of a block. A position the segment does
-// not have (a stale or damaged record) is an error: the segment is kept.
-func (g *segRun) checkProgress() error {
-	p := g.prog
-	if !p.Started() && len(p.Aside) == 0 {
-		return nil
+// open opens the segment and its reader, authenticates its progress when
+// it is encrypted and applies the VersionPolicy to a segment of another
+// version. done reports that the run ends there, with err (nil when the
+// segment was quarantined, or deleted or left in place by the policy).
+func (g *segRun) open() (done bool, err error) {
+	area := sink.AreaReady
+	if g.dry && g.opts.Area == AreaQuarantine {
+		area = AreaQuarantine // a dry run releases nothing
 	}
-	ft := g.sr.Footer()
-	if ft == nil {
-		if p.Done {
-			return errors.New("its progress says it is done, but it has no footer to check that against")
-		}
-		return nil // unsealed: checked block by block as it is read
-	}
-	if !g.positionOK(ft) || p.Done && (p.Offset != g.blocksEnd(ft) || p.Seq != ft.Records) {
-		return fmt.Errorf("its checkpoint (offset %d, record %d) is not a record of the segment (%d blocks, %d records): the record holding it is stale or damaged", p.Offset, p.Seq, len(ft.Blocks), ft.Records)
-	}
-	return g.checkAside(ft)
-}
-
-// positionOK reports whether the progress's position is the start, the end
-// or a record of a block.
-func (g *segRun) positionOK(ft *segment.Footer) bool {
-	p := g.prog
-	if p.Offset == 0 && p.Seq == 0 || p.Offset == g.sr.Start() && p.Seq == 0 {
-		return true
-	}
-	for _, b := range ft.Blocks {
-		if b.Offset == p.Offset && p.Seq >= b.FirstSeq && p.Seq < b.FirstSeq+uint64(b.Count) {
-			return true
-		}
-	}
-	return p.Offset == g.blocksEnd(ft) && p.Seq == ft.Records
-}
-
-// checkAside checks that every run set aside lies in a block before the
-// position.
-func (g *segRun) checkAside(ft *segment.Footer) error {
-	for _, a := range g.prog.Aside {
-		ok := false
-		for _, b := range ft.Blocks {
-			if b.Offset == a.Offset && a.From >= b.FirstSeq && a.To <= b.FirstSeq+uint64(b.Count) {
-				ok = a.To <= g.prog.Seq
-				break
+	g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
+	if errors.Is(err, sink.ErrNotFound) {
+		if g.keep != nil {
+			// An earlier holder finished it: drop the stale record.
+			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
+				g.ended = true
 			}
 		}
-		if !ok {
-			return fmt.Errorf("its progress sets aside records %d..%d at offset %d, which the segment does not have before the checkpoint", a.From, a.To, a.Offset)
+		return true, err
+	}
+	if err != nil {
+		return true, err
+	}
+	g.sr, err = segment.NewReaderContext(g.ctx, g.f, g.f.Size(), g.r.readerOptions(g.name))
+	if err != nil {
+		var ce *segment.CorruptError
+		if !errors.As(err, &ce) {
+			if handled, err2 := g.openFailed(err); handled {
+				return true, err2
+			}
+			return true, err
+		}
+		return true, g.quarantineWhole("damaged", "unreadable: "+err.Error(), 0)
+	}
+	g.hdr = g.sr.Header()
+	if dk := g.sr.DataKey(); dk != nil {
+		g.key = dk.Key
+		if done, err := g.authenticate(); done || err != nil {
+			return true, err
 		}
 	}
-	return nil
-}
-
-// blocksEnd returns the offset after the last block.
-func (g *segRun) blocksEnd(ft *segment.Footer) int64 {
-	if n := len(ft.Blocks); n > 0 {
-		last := ft.Blocks[n-1]
-		return last.Offset + segment.BlockHeaderSize + int64(last.StoredLen)
+	if v := Version(g.hdr.DataVersion); !g.r.versionOK(v) {
+		return true, g.versionMismatch(v)
 	}
-	return g.sr.Start()
+	return false, nil
 }
 
 // readBlocks handles the records from the position on, checkpointing after
@@ -430,189 +358,6 @@ func (g *segRun) halt(seq uint64, err error) error {
 		return g.stop(segment.Position{Offset: g.blk.Info().Offset, Seq: seq}, err)
 	}
 	return err
-}
-
-// lost reports whether the claim was lost (then nothing is saved).
-func (g *segRun) lost() bool { return g.keep != nil && g.keep.Lost() }
-
-// save records the progress: now when force is set or CheckpointInterval
-// passed since the last write, otherwise with the next renewal.
-func (g *segRun) save(force bool) error {
-	if g.dry {
-		return nil
-	}
-	p := g.marshal()
-	if !force && time.Since(g.lastSave) < g.r.c.CheckpointInterval {
-		g.keep.SetProgress(p)
-		return nil
-	}
-	if err := g.keep.Save(g.ctx, p); err != nil {
-		return fmt.Errorf("dlqdump: checkpoint segment %s: %w", g.name, err)
-	}
-	g.lastSave = time.Now()
-	return nil
-}
-
-// stop ends the run at pos: the progress is saved (with a deadline of its
-// own when the run was cancelled) and the claim released.
-func (g *segRun) stop(pos segment.Position, cause error) error {
-	if g.rescan {
-		g.cursor = pos.Seq // the position stays at the end
-	} else {
-		g.prog.Offset, g.prog.Seq = pos.Offset, pos.Seq
-	}
-	if g.dry {
-		return cause
-	}
-	if g.lost() {
-		return fmt.Errorf("%w: segment %s", ErrLeaseLost, g.name)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
-	defer cancel()
-	if err := g.keep.Save(ctx, g.marshal()); err != nil {
-		return errors.Join(cause, fmt.Errorf("dlqdump: record where segment %s stopped: %w", g.name, err))
-	}
-	return cause
-}
-
-// finish completes the segment: it is deleted or archived, or, when blocks
-// were damaged, moved to quarantine with what was done to it. A released
-// segment whose damage that quarantine reported already, and that has
-// nothing left, is finished like any other: releasing it says so.
-func (g *segRun) finish() error {
-	r := g.r
-	if g.prog.Damaged > g.reported {
-		reason := fmt.Sprintf("%d damaged blocks (first: %s); its %d intact records were delivered (%d) or set aside (%d), as its claim record says",
-			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
-		return g.quarantineWhole("damaged", reason, 0)
-	}
-	if g.untouched() {
-		// A filtered pass that selected none of its records leaves it
-		// as it was, rather than copying it whole into a remainder.
-		g.prog.Aside = nil
-		if g.dry {
-			return nil
-		}
-		if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err != nil {
-			return err
-		}
-		g.ended = true
-		return nil
-	}
-	if g.dry {
-		g.rep.Segments++
-		return nil
-	}
-	if g.prog.Damaged > 0 {
-		r.log.Warn("finishing a released segment: its damaged blocks, reported when it was quarantined, cannot be read; its intact records were all delivered or set aside",
-			slog.String("segment", g.name), slog.Int("damaged_blocks", g.prog.Damaged), slog.String("damage", g.prog.Damage),
-			slog.Uint64("delivered", g.prog.Delivered), slog.Bool("archived", r.c.Archive))
-	}
-	to := claims.Destination{Delete: !r.c.Archive, Area: sink.AreaArchive}
-	if err := g.end(to); err != nil {
-		return err
-	}
-	g.rep.Segments++
-	return nil
-}
-
-// untouched reports whether the run did nothing to the segment but skip all
-// of its records.
-func (g *segRun) untouched() bool {
-	p := &g.prog
-	return p.Delivered == 0 && p.Quarantined == 0 && p.Sides == 0 && p.Damaged == 0 && p.Skipped > 0
-}
-
-// end finishes the claim, and counts in the metrics the records the
-// segment set aside for quarantine: counted from its progress once it is
-// finished, so that work repeated after an interruption is not counted twice.
-func (g *segRun) end(to claims.Destination) error {
-	// Finish may be repeated: a failure (or a success whose answer was
-	// lost) is tried again a few times before the claim is left to expire.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), finishDeadline)
-	defer cancel()
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = g.keep.Claim().Finish(ctx, to)
-		if err == nil || errors.Is(err, ErrLeaseLost) || attempt >= finishAttempts {
-			break
-		}
-		g.r.log.Warn("finishing a segment failed; retrying", slog.String("segment", g.name), slog.Int("attempt", attempt), slog.Any("error", err))
-		if backoff.Sleep(ctx, backoff.FullJitter(finishRetryBase, time.Second, attempt)) != nil {
-			break
-		}
-	}
-	if err != nil {
-		return err
-	}
-	g.ended = true
-	g.r.countQuarantined(g.prog.Labels)
-	return nil
-}
-
-// quarantineWhole moves the segment to quarantine with the reason; records
-// counts its records when known. Its record keeps the progress.
-func (g *segRun) quarantineWhole(label, reason string, records int) error {
-	g.rep.QuarantinedSegments++
-	g.rep.Quarantined += uint64(records)
-	if g.dry {
-		g.rep.ByReason["quarantine: "+label] += uint64(max(records, 1))
-		return nil
-	}
-	g.r.log.Warn("quarantining a segment", slog.String("segment", g.name), slog.String("reason", reason))
-	if g.prog.Started() && !g.lost() {
-		if err := g.save(true); err != nil {
-			return err
-		}
-	}
-	if records > 0 {
-		if g.prog.Labels == nil {
-			g.prog.Labels = map[string]uint64{}
-		}
-		g.prog.Labels[label] += uint64(records) // counted by end
-	}
-	return g.end(claims.Destination{Area: sink.AreaQuarantine, Reason: reason})
-}
-
-// versionMismatch applies the VersionPolicy to a segment of another version.
-func (g *segRun) versionMismatch(v Version) error {
-	r := g.r
-	reason := fmt.Sprintf("version %s, restorer expects %s", v, r.c.Version)
-	var records int
-	if f := g.sr.Footer(); f != nil {
-		records = int(f.Records)
-	}
-	switch {
-	case g.filtered && r.c.VersionPolicy != VersionKeep:
-		// A selective pass moves nothing it did not select: the policy
-		// is for a pass over everything.
-		g.rep.OtherVersionSegments++
-		g.rep.Skipped += uint64(records)
-		if !g.dry {
-			r.log.Info("a selective pass leaves a segment of another version in place", slog.String("segment", g.name),
-				slog.String("reason", reason), slog.Int("records", records))
-		}
-		return nil
-	case r.c.VersionPolicy == VersionDelete:
-		g.rep.DeletedSegments++
-		if g.dry {
-			g.rep.ByReason["delete: version "+v.String()] += uint64(records)
-			return nil
-		}
-		r.log.Warn("deleting a segment of another version", slog.String("segment", g.name), slog.String("reason", reason), slog.Int("records", records))
-		r.mw.Fail("version_deleted")
-		return g.end(claims.Destination{Delete: true})
-	case r.c.VersionPolicy == VersionKeep:
-		if g.dry {
-			return nil
-		}
-		r.mu.Lock()
-		r.skip[g.name] = leftInPlace{reason: reason}
-		r.mu.Unlock()
-		r.log.Info("leaving a segment of another version in place", slog.String("segment", g.name), slog.String("reason", reason))
-		return nil
-	}
-	return g.quarantineWhole("version", reason, records)
 }
 
 // flushCounts adds the block's counts to the Restorer's and the report's.
