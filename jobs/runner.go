@@ -48,7 +48,12 @@ type Runner struct {
 	orphans map[string]time.Time // due markers without a job, since
 	held    map[string]time.Time // jobs other runners run: not looked at again until then
 	moved   time.Time            // when the markers due soon were last moved into "jobsdue"
-	peers   []string             // the owners of the runners heard from lately, this one included
+	peers   []string             // the owners of the other runners heard from lately
+
+	pollMu  sync.Mutex  // serialises polls; guards what follows
+	listing []candidate // the due markers the last listing read and no poll took since
+	listed  time.Time   // when
+	partial bool        // it stopped at maxCandidates
 	started bool
 	closed  bool
 	cancel  context.CancelFunc // cancels ctx
@@ -204,7 +209,7 @@ func (rn *Runner) loop(ctx context.Context) {
 			rn.hearPeers(ctx)
 			beat = time.Now()
 		}
-		next, err := rn.poll(ctx)
+		next, err := rn.poll(ctx, false)
 		if err != nil && ctx.Err() == nil {
 			rn.log.Warn("polling for due jobs failed; retrying", slog.Any("error", err))
 		}
@@ -222,8 +227,8 @@ func (rn *Runner) loop(ctx context.Context) {
 	}
 }
 
-// RunDue starts the jobs due now that a free Restorer can take, and returns
-// when the next job it saw is due (zero if none). The jobs run in the
+// RunDue lists the due jobs and starts those a free Restorer can take now,
+// and returns when the runner looks again (zero if it saw none). The jobs run in the
 // background, until they end or Close stops them (ctx bounds the listing
 // alone). Start calls it every PollInterval. After Close it returns
 // dlqdump.ErrClosed.
@@ -234,13 +239,14 @@ func (rn *Runner) RunDue(ctx context.Context) (next time.Time, err error) {
 	if closed {
 		return time.Time{}, dlqdump.ErrClosed
 	}
-	return rn.poll(ctx)
+	return rn.poll(ctx, true)
 }
 
-// poll lists the due markers from the first and starts the jobs it can;
-// every tenth of the horizon, it first moves the markers that came within
-// it into "jobsdue".
-func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
+// poll starts the due jobs it can, from the last listing of the due
+// markers, listed again if fresh, once a PollInterval, or once a listing cut
+// short at maxCandidates has been taken; every tenth of the horizon, it
+// first moves the markers that came within it into "jobsdue".
+func (rn *Runner) poll(ctx context.Context, fresh bool) (next time.Time, err error) {
 	now := time.Now()
 	rn.mu.Lock()
 	promote := now.Sub(rn.moved) >= horizon/promoteEvery
@@ -262,56 +268,98 @@ func (rn *Runner) poll(ctx context.Context) (next time.Time, err error) {
 	if len(rn.free) == 0 {
 		return now.Add(rn.o.PollInterval), nil // woken when a Restorer frees
 	}
-	// The due jobs whose turn came, up to maxCandidates, are run in the
-	// order of their rank, then of their due time: each runner first
-	// takes those it ranks first for, so that runners behind a backlog
-	// take different jobs rather than look at the same ones.
-	var cands []candidate
-	for key, err := range rn.store.due.RecordNames(ctx) {
-		if err != nil {
+	rn.pollMu.Lock()
+	defer rn.pollMu.Unlock()
+	if fresh || now.Sub(rn.listed) >= rn.o.PollInterval || rn.partial && !rn.anyDue(now) {
+		if err := rn.list(ctx, now); err != nil {
 			return next, err
 		}
-		at, id, ok := parseDueKey(key)
-		if !ok {
-			continue
-		}
-		if !next.IsZero() && !at.Before(next) {
-			break // no marker from here on is this runner's sooner
-		}
-		rank := rn.rank(id)
-		if turn := at.Add(time.Duration(rank) * rn.handOffStep()); turn.After(now) {
-			if next.IsZero() || turn.Before(next) {
-				next = turn
+	}
+	// The due jobs whose turn came are run in the order of their rank,
+	// then of their due time: each runner first takes those it ranks
+	// first for, so that runners behind a backlog take different jobs
+	// rather than look at the same ones. Those a busy runner cannot take
+	// stay for its next poll; the others go (a listing brings them back
+	// if they are still due).
+	var due, later []candidate
+	for _, c := range rn.listing {
+		if c.turn.After(now) {
+			later = append(later, c)
+			if next.IsZero() || c.turn.Before(next) {
+				next = c.turn
 			}
 			continue
 		}
 		rn.mu.Lock()
-		busy := rn.running[id] || now.Before(rn.held[id])
+		busy := rn.running[c.id] || now.Before(rn.held[c.id])
 		rn.mu.Unlock()
-		if busy {
-			continue
-		}
-		if cands = append(cands, candidate{key: key, at: at, id: id, rank: rank}); len(cands) == maxCandidates {
-			break
+		if !busy {
+			due = append(due, c)
 		}
 	}
-	slices.SortStableFunc(cands, func(a, b candidate) int { return a.rank - b.rank })
-	for _, c := range cands {
+	slices.SortStableFunc(due, func(a, b candidate) int { return a.rank - b.rank })
+	for i, c := range due {
 		if len(rn.free) == 0 {
-			return now.Add(rn.o.PollInterval), nil // woken when a Restorer frees
+			later = append(later, due[i:]...)
+			next = now.Add(rn.o.PollInterval) // woken when a Restorer frees
+			break
 		}
 		if err := rn.consider(ctx, c.key, c.at, c.id); err != nil && ctx.Err() == nil {
 			rn.log.Warn("a due job could not be started", slog.String("job", c.id), slog.Any("error", err))
 		}
 	}
+	rn.listing = later
 	return next, nil
 }
 
-// candidate is a due job a poll may start.
+// list reads the due markers from the first to those due a PollInterval
+// from now, at most maxCandidates of them, into rn.listing: the polls until
+// the next listing take their jobs from there, so that a runner lists the
+// markers once a PollInterval rather than at every job's turn (a listing
+// of a large "jobsdue" is the costliest request a versitygw serves). A job
+// created meanwhile is seen by the next listing, as it was by the next poll.
+func (rn *Runner) list(ctx context.Context, now time.Time) error {
+	rn.listing, rn.partial = rn.listing[:0], false
+	until := now.Add(rn.o.PollInterval)
+	for key, err := range rn.store.due.RecordNames(ctx) {
+		if err != nil {
+			return err
+		}
+		at, id, ok := parseDueKey(key)
+		if !ok {
+			continue
+		}
+		if at.After(until) {
+			break
+		}
+		rank := rn.rank(id)
+		rn.listing = append(rn.listing, candidate{key: key, at: at, id: id, rank: rank,
+			turn: at.Add(time.Duration(rank) * rn.handOffStep())})
+		if len(rn.listing) == maxCandidates {
+			rn.partial = true // more may be due: listed again once these are taken
+			break
+		}
+	}
+	rn.listed = now
+	return nil
+}
+
+// anyDue reports whether the listing holds a job whose turn came by now.
+func (rn *Runner) anyDue(now time.Time) bool {
+	for _, c := range rn.listing {
+		if !c.turn.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// candidate is a due marker a poll may start the job of.
 type candidate struct {
 	key, id string
 	at      time.Time
 	rank    int
+	turn    time.Time // when this runner looks at it
 }
 
 // maxCandidates bounds the due jobs a poll looks at.
@@ -398,8 +446,10 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 		return rn.claimAndRun(ctx, seen, nil) // damaged: failed, with the reason
 	}
 	switch {
+	case job.State.Final() && time.Since(job.Finished) < rn.o.Lease:
+		return nil // the runner that ended it is removing its marker
 	case job.State.Final():
-		return rn.store.dropMarker(ctx, at, id) // left by an end
+		return rn.store.dropMarker(ctx, at, id) // left by an end whose removal failed
 	case job.State == Paused || !job.At.Equal(at):
 		// Left by a pause or a new due time, unless a resume or a
 		// reschedule is writing it again.

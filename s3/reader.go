@@ -212,14 +212,32 @@ func (s *store) listKeys(ctx context.Context, prefix string, pageSize int) iter.
 	return s.listKeysAfter(ctx, prefix, "", pageSize)
 }
 
+// listKeysGrowing is listKeys asking for firstPage keys first, twice as
+// many with every page after, up to pageSize: a caller that stops after a
+// few keys (a poll of the due jobs) pays for a few, where a server's cost
+// grows with the keys a page returns (versitygw: 35 ms for 1,000 keys of a
+// 10,000-key prefix, 6 ms for 10).
+func (s *store) listKeysGrowing(ctx context.Context, prefix string, firstPage, pageSize int) iter.Seq2[*types.Object, error] {
+	return s.listPages(ctx, prefix, "", firstPage, pageSize)
+}
+
 // listKeysAfter is listKeys from the first key after prefix+after ("": from
 // the start).
 func (s *store) listKeysAfter(ctx context.Context, prefix, after string, pageSize int) iter.Seq2[*types.Object, error] {
+	return s.listPages(ctx, prefix, after, pageSize, pageSize)
+}
+
+// listPages lists the objects directly under prefix after prefix+after, in
+// pages of firstPage keys, doubling up to pageSize.
+func (s *store) listPages(ctx context.Context, prefix, after string, firstPage, pageSize int) iter.Seq2[*types.Object, error] {
 	if pageSize <= 0 {
 		pageSize = DefaultListPageSize
 	}
+	if firstPage <= 0 || firstPage > pageSize {
+		firstPage = pageSize
+	}
 	return func(yield func(*types.Object, error) bool) {
-		in := &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/"), MaxKeys: aws.Int32(int32(pageSize))}
+		in := &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/"), MaxKeys: aws.Int32(int32(firstPage))}
 		if after != "" {
 			in.StartAfter = aws.String(prefix + after)
 		}
@@ -245,6 +263,7 @@ func (s *store) listKeysAfter(ctx context.Context, prefix, after string, pageSiz
 			if !aws.ToBool(out.IsTruncated) {
 				return
 			}
+			in.MaxKeys = aws.Int32(min(2*aws.ToInt32(in.MaxKeys), int32(pageSize)))
 			switch {
 			case aws.ToString(out.NextContinuationToken) != "":
 				in.ContinuationToken = out.NextContinuationToken

@@ -162,8 +162,13 @@ func (r *Reader) deleteRecord(ctx context.Context, sp space, name, ifVersion str
 	return err
 }
 
+// firstRecordPage is how many keys the first page of a listing of records
+// asks for; each page after asks for twice as many, up to ListPageSize.
+const firstRecordPage = 32
+
 // recordNames lists the names of a space lazily, a page at a time: a
-// caller that stops early reads no further page.
+// caller that stops early reads no further page, and one that stops after
+// a few keys (a poll of the due jobs) reads a small page.
 func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		s, err := r.state()
@@ -172,7 +177,7 @@ func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, er
 			return
 		}
 		prefix := s.prefix + sp.sub
-		for obj, err := range s.listKeys(ctx, prefix, r.ListPageSize) {
+		for obj, err := range s.listKeysGrowing(ctx, prefix, firstRecordPage, r.ListPageSize) {
 			if err != nil {
 				yield("", err)
 				return

@@ -204,3 +204,42 @@ func TestTableDropRecordInOneRequest(t *testing.T) {
 		}
 	})
 }
+
+// A listing of records asks for a small page first and larger ones after:
+// a caller that stops after a key (a poll of the due jobs) reads 32 keys,
+// where a server's cost grows with the keys a page returns; a whole listing
+// still takes few requests.
+func TestRecordNamesPagesGrow(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var c s3test.Counter
+		r := countingReader(e, &c, 0)
+		tb, err := r.Table("marks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if _, err := tb.WriteRecord(ctx, fmt.Sprintf("d-%03d", i), []byte(`{}`), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Reset()
+		for range tb.RecordNames(ctx) {
+			break
+		}
+		if n := c.Counts()["ListObjects"]; n != 1 {
+			t.Fatalf("a listing stopped after its first key made %d ListObjects, want 1", n)
+		}
+		c.Reset()
+		n := 0
+		for _, err := range tb.RecordNames(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if got := c.Counts()["ListObjects"]; n != 100 || got != 3 { // 32, 64, 128 keys asked for
+			t.Fatalf("a whole listing: %d names in %d ListObjects; want 100 in 3", n, got)
+		}
+	})
+}
