@@ -28,8 +28,12 @@ import (
 // only the jobs whose destination its Restorers serve (dlqdump.Config
 // Destinations).
 //
-// One goroutine, started by Start and stopped by Close, polls the store:
-// every PollInterval, and when the next job it knows of is due.
+// One goroutine, started by Start and stopped by Close, lists the jobs due
+// within the next PollInterval once a PollInterval, and starts each at its
+// turn: at its second for the runner that ranks first for it among the
+// runners heard from lately (their heartbeats), a hand-off of 100 ms later
+// for each rank after, so that a job is looked at by one runner unless that
+// one is busy or gone.
 type Runner struct {
 	store   *Store
 	claimer *claims.Claimer
@@ -70,8 +74,9 @@ type RunnerOptions struct {
 	// takes a job over once it has seen its record unchanged for this
 	// long. Default 30s.
 	Lease time.Duration
-	// PollInterval is how often the runner lists the due jobs, at most;
-	// it also wakes when the next job it knows of is due. Default 1s.
+	// PollInterval is how often the runner lists the jobs due (within the
+	// next PollInterval, which it starts at their turns): a job created
+	// due now starts within it. Default 1s.
 	PollInterval time.Duration
 	// Heartbeat is how often the runner says, in the store, which
 	// destinations it serves (Store.Runners, `dlqdump job show`).
