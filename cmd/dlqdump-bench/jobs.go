@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -217,27 +216,10 @@ func benchJobsOne(store string, pending, due int, span time.Duration) (string, e
 
 // createJobs creates n jobs, 16 at a time.
 func createJobs(ctx context.Context, js *jobs.Store, n int, spec func(i int) jobs.Spec) error {
-	var wg sync.WaitGroup
-	var first atomic.Pointer[error]
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if _, err := js.Create(ctx, spec(i)); err != nil {
-					first.CompareAndSwap(nil, &err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if p := first.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return parallel(16, n, func(i int) error {
+		_, err := js.Create(ctx, spec(i))
+		return err
+	})
 }
 
 type discard struct{}
