@@ -311,7 +311,7 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	go func() {
 		defer pl.runs.Done()
 		defer ended()
-		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn, false)
+		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
 		if !pl.stopsPass(j.err) {
 			j.turn.pass()
 		}
@@ -344,7 +344,7 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	if pl.depth <= 1 {
 		// One at a time, counting into the pass's report (which a
 		// Limit checks).
-		return pl.r.restoreSegment(pl.ctx, pl.names[i], pl.opts, rep, nil, i == len(pl.names)-1)
+		return pl.r.restoreSegment(pl.ctx, pl.names[i], pl.opts, rep, nil)
 	}
 	pl.mu.Lock()
 	for pl.next <= pl.positionLocked(i) && pl.jobs[i] == nil && !pl.stopped {

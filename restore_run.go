@@ -65,18 +65,16 @@ type segRun struct {
 	blk  *segment.Block // the block being handled
 	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
 	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
-
-	passEnd bool // the pass's last segment: OnBlock is not called for its last block
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
 // restores it, delivering once its turn came (nil: at once).
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn, passEnd bool) error {
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t, passEnd: passEnd}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -324,7 +322,7 @@ func (g *segRun) block(b *segment.Block) error {
 	if err != nil {
 		return err
 	}
-	if g.opts.OnBlock != nil && !g.dry && !(last && g.passEnd) {
+	if g.opts.OnBlock != nil && !g.dry {
 		g.flushCounts()
 		if err := g.opts.OnBlock(*g.rep); err != nil {
 			return g.stop(next, &blockStop{err})

@@ -95,12 +95,10 @@ type RunOptions struct {
 	// another name one of Config.Destinations. Default "".
 	Destination string
 	// OnBlock, when set, is called after the checkpoint of every block
-	// the pass handles, with what the pass did so far, but the last
-	// block of the last segment it goes through (Run returns what that
-	// did, and nothing is left to stop). An error stops the pass there,
-	// at a block boundary (the segment is released where it stopped),
-	// and Run returns it. A restore job records its progress, and learns
-	// that it is paused or cancelled, this way.
+	// the pass handles, with what the pass did so far. An error stops
+	// the pass there, at a block boundary (the segment is released where
+	// it stopped), and Run returns it. A restore job records its
+	// progress, and learns that it is paused or cancelled, this way.
 	OnBlock func(Report) error
 
 	stopAt  time.Time // the background window closes

@@ -53,3 +53,6 @@ func (rn *Runner) Hear(ctx context.Context) error {
 func (s *Store) Beat(ctx context.Context, owner string, dests []string) error {
 	return s.beat(ctx, owner, dests, time.Minute)
 }
+
+// PollInterval returns the runner's PollInterval.
+func (rn *Runner) PollInterval() time.Duration { return rn.o.PollInterval }

@@ -90,6 +90,27 @@ func (s *Store) dropRunner(ctx context.Context, owner string) error {
 	return nil
 }
 
+// dropSilentRunner removes the heartbeat of runner owner if it was last
+// written before before (by its clock).
+func (s *Store) dropSilentRunner(ctx context.Context, owner string, before time.Time) error {
+	key := runnerKey(owner)
+	data, version, err := s.runners.ReadRecord(ctx, key)
+	if errors.Is(err, sink.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var ri RunnerInfo
+	if err := json.Unmarshal(data, &ri); err != nil || !ri.Seen.Before(before) {
+		return nil
+	}
+	if err := s.runners.DeleteRecord(ctx, key, version); err != nil && !errors.Is(err, sink.ErrNotFound) && !errors.Is(err, sink.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
 // Runners returns what the runners said of themselves, the last time each
 // did (a runner that stopped without Close stays listed, with an old Seen).
 func (s *Store) Runners(ctx context.Context) iter.Seq2[RunnerInfo, error] {

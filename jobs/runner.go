@@ -314,6 +314,9 @@ func (rn *Runner) poll(ctx context.Context, fresh bool) (next time.Time, err err
 		}
 	}
 	rn.listing = later
+	if relist := rn.listed.Add(rn.o.PollInterval); next.IsZero() || next.After(relist) {
+		next = relist // the next listing: a job due past this one's reach is found then
+	}
 	return next, nil
 }
 
@@ -336,6 +339,12 @@ func (rn *Runner) list(ctx context.Context, now time.Time) error {
 		}
 		if at.After(until) {
 			break
+		}
+		rn.mu.Lock()
+		busy := rn.running[id] || now.Before(rn.held[id])
+		rn.mu.Unlock()
+		if busy {
+			continue // not counted: jobs this runner cannot take must not hide those behind them
 		}
 		rank := rn.rank(id)
 		rn.listing = append(rn.listing, candidate{key: key, at: at, id: id, rank: rank,
@@ -412,26 +421,43 @@ func rendezvous(owner, id string) uint64 {
 	return x ^ x>>31
 }
 
-// hearPeers reads which runners were heard from lately, for handOff; what
-// fails to read leaves the last view.
+// hearPeers reads which runners were heard from lately, for rank; a
+// heartbeat that cannot be read is left out, and those of runners silent
+// for forgetRunnersAfter are removed, so that runners that died without
+// Close are not read for ever. A listing that fails leaves the last view.
 func (rn *Runner) hearPeers(ctx context.Context) {
 	now := time.Now()
 	var peers []string
+	read := false
 	for ri, err := range rn.store.Runners(ctx) {
 		if err != nil {
 			if ctx.Err() == nil {
-				rn.log.Debug("reading the runners' heartbeats failed", slog.Any("error", err))
+				rn.log.Debug("reading a runner's heartbeat failed", slog.Any("error", err))
 			}
-			return
+			continue
 		}
-		if ri.Live(now) && ri.Owner != rn.o.Owner {
+		read = true
+		switch {
+		case ri.Owner == rn.o.Owner:
+		case ri.Live(now):
 			peers = append(peers, ri.Owner)
+		case now.Sub(ri.Seen) > forgetRunnersAfter:
+			if err := rn.store.dropSilentRunner(ctx, ri.Owner, now.Add(-forgetRunnersAfter)); err != nil && ctx.Err() == nil {
+				rn.log.Debug("removing the heartbeat of a runner long silent failed", slog.String("runner", ri.Owner), slog.Any("error", err))
+			}
 		}
+	}
+	if !read {
+		return // a listing that failed, or nothing written yet
 	}
 	rn.mu.Lock()
 	rn.peers = peers
 	rn.mu.Unlock()
 }
+
+// forgetRunnersAfter is how long a runner's heartbeat stays once it stopped
+// beating (a runner that died without Close).
+const forgetRunnersAfter = time.Hour
 
 // consider starts the job of a due marker, if it should run here and now.
 func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id string) error {
@@ -452,7 +478,8 @@ func (rn *Runner) consider(ctx context.Context, key string, at time.Time, id str
 	}
 	switch {
 	case job.State.Final() && time.Since(job.Finished) < rn.o.Lease:
-		return nil // the runner that ended it is removing its marker
+		rn.hold(id) // the runner that ended it is removing its marker
+		return nil
 	case job.State.Final():
 		return rn.store.dropMarker(ctx, at, id) // left by an end whose removal failed
 	case job.State == Paused || !job.At.Equal(at):
