@@ -1,9 +1,7 @@
 package jobs_test
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,33 +48,9 @@ func TestJobBehindAFullListingOfHeldJobsStarts(t *testing.T) {
 func TestEndWriteFailureKeepsTheCounts(t *testing.T) {
 	for _, n := range []int{100, 5} { // several blocks; one block
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			st := memsink.New()
-			dump(t, st, n, n)
-			h := &hooked{Store: st}
-			dA := &dest{}
-			js, rnA := runnerOn(t, h, st, dA, 1, jobs.RunnerOptions{Owner: "A"})
-			_, rnB := runnerOn(t, st, st, &dest{}, 1, jobs.RunnerOptions{Owner: "B"})
-			var failed atomic.Bool
-			failedOnce := make(chan struct{})
-			h.set(func(h *hooked) {
-				h.beforeWrite = func(table, key string, data []byte) error {
-					if key == "j-e1" && strings.Contains(string(data), `"state":"completed"`) && failed.CompareAndSwap(false, true) {
-						close(failedOnce)
-						return errors.New("injected: 503 SlowDown")
-					}
-					return nil
-				}
-			})
-			if _, err := js.Create(t.Context(), jobs.Spec{ID: "e1"}); err != nil {
-				t.Fatal(err)
-			}
-			_ = rnA.Start()
-			<-failedOnce
-			_ = rnA.Close()
-			_ = rnB.Start()
-			j := waitJob(t, js, "e1")
-			if j.State != jobs.Completed || dA.count() != n || j.Delivered != uint64(n) {
-				t.Fatalf("job %s, %d delivered by A; the job's record says %d delivered, want %d", j.State, dA.count(), j.Delivered, n)
+			j, byA := endWriteFailsThenTakenOver(t, n, true)
+			if j.State != jobs.Completed || byA != n || j.Delivered != uint64(n) {
+				t.Fatalf("job %s, %d delivered by A; the job's record says %d delivered, want %d", j.State, byA, j.Delivered, n)
 			}
 		})
 	}
