@@ -58,10 +58,7 @@ func (rn *Runner) poll(ctx context.Context, fresh bool) (next time.Time, err err
 			}
 			continue
 		}
-		rn.mu.Lock()
-		busy := rn.running[c.id] || now.Before(rn.held[c.id])
-		rn.mu.Unlock()
-		if !busy {
+		if !rn.busy(c.id, now) {
 			due = append(due, c)
 		}
 	}
@@ -103,10 +100,7 @@ func (rn *Runner) list(ctx context.Context, now time.Time) error {
 		if at.After(until) {
 			break
 		}
-		rn.mu.Lock()
-		busy := rn.running[id] || now.Before(rn.held[id])
-		rn.mu.Unlock()
-		if busy {
+		if rn.busy(id, now) {
 			continue // not counted: jobs this runner cannot take must not hide those behind them
 		}
 		rank := rn.rank(id)
@@ -119,6 +113,14 @@ func (rn *Runner) list(ctx context.Context, now time.Time) error {
 	}
 	rn.listed = now
 	return nil
+}
+
+// busy reports whether job id is one this runner runs, or holds off from
+// (run by another runner, or for a destination it does not serve).
+func (rn *Runner) busy(id string, now time.Time) bool {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.running[id] || now.Before(rn.held[id])
 }
 
 // anyDue reports whether the listing holds a job whose turn came by now.
