@@ -32,7 +32,10 @@ func TestRunnersRankedForEachJob(t *testing.T) {
 	names := segmentNames(t, st) // 8
 	ctx := t.Context()
 	js, a := runnerOn(t, st, st, &dest{}, 1, jobs.RunnerOptions{Owner: "A"})
-	_, b := runnerOn(t, st, st, &dest{}, 1, jobs.RunnerOptions{Owner: "B"})
+	// B's one Restorer delivers nothing until RunDue returned: on a
+	// loaded machine, a job ending within the poll frees it for another.
+	polled := make(chan struct{})
+	_, b := runnerOn(t, st, st, &dest{block: func(int) { <-polled }}, 1, jobs.RunnerOptions{Owner: "B"})
 	for _, rn := range []*jobs.Runner{a, b, a} {
 		if err := rn.Hear(ctx); err != nil {
 			t.Fatal(err)
@@ -76,7 +79,9 @@ func TestRunnersRankedForEachJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.RunDue(ctx); err != nil {
+	_, err := b.RunDue(ctx)
+	close(polled)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The one job B started, once it completed.
