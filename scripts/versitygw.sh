@@ -126,7 +126,7 @@ start() {
 	access=dlqdump-$RANDOM$RANDOM
 	secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 	ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
-		nohup "$bin" --port "127.0.0.1:$port" --quiet posix "$dir/root" >"$dir/versitygw.log" 2>&1 </dev/null &
+		nohup "$bin" --port "127.0.0.1:$port" --quiet --keep-alive posix "$dir/root" >"$dir/versitygw.log" 2>&1 </dev/null &
 	pid=$!
 	cat >"$STATE" <<-EOF
 		VGW_PID=$pid

@@ -188,7 +188,10 @@ func startVersity(bin, bucket string) (*Server, func(), error) {
 		Bucket:    bucket,
 		Dir:       root,
 	}
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", root)
+	// --keep-alive: versitygw closes every connection after its response
+	// unless told otherwise, which S3 does not; without it, each request
+	// costs a TCP connection on both sides.
+	cmd := exec.Command(bin, "--port", addr, "--quiet", "--keep-alive", "posix", root)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+srv.AccessKey, "ROOT_SECRET_KEY="+srv.SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	childproc.DieWithParent(cmd)
