@@ -138,6 +138,7 @@ func (x *execution) pass(ctx context.Context) {
 	}
 	opts.OnBlock = func(rep dlqdump.Report) error {
 		x.count(&base, &rep)
+		x.job.Progressed = time.Now().UTC()
 		if err := x.save(ctx); err != nil {
 			return err
 		}

@@ -119,6 +119,9 @@ type Job struct {
 	Quarantined uint64 `json:"quarantined"`
 	Skipped     uint64 `json:"skipped,omitempty"`
 	Left        uint64 `json:"left,omitempty"`
+	// Progressed is when the runner last wrote the counts (after a
+	// block), by its clock: what a reader measures the job's rate over.
+	Progressed time.Time `json:"progressed,omitzero"`
 	// Attempts counts the passes that ran it (a start, a takeover, a
 	// resume, a window's opening, a retry); Failures those that failed
 	// in a row since the last that made progress, which Spec.MaxAttempts
