@@ -122,9 +122,21 @@ func (x *execution) pass(ctx context.Context) {
 	if x.job.Left == 0 && x.job.Delivered == 0 && x.job.Attempts == 1 && len(spec.Segments) == 0 {
 		// What is left is estimated by a dry run over the store, once:
 		// a job over named segments reads them only to deliver.
+		// A pause or cancel stops it: it reads the whole store, and
+		// has no block boundaries of its own.
 		dry := opts
 		dry.DryRun = true
-		if rep, err := x.r.Run(x.keep.Context(), dry); err == nil {
+		dctx, stop := context.WithCancel(x.keep.Context())
+		go func() {
+			select {
+			case <-x.keep.Requested():
+				stop()
+			case <-dctx.Done():
+			}
+		}()
+		rep, err := x.r.Run(dctx, dry)
+		stop()
+		if err == nil {
 			x.job.Left = rep.Delivered + rep.Quarantined
 			if spec.Limit > 0 {
 				x.job.Left = min(x.job.Left, spec.Limit)
@@ -142,18 +154,19 @@ func (x *execution) pass(ctx context.Context) {
 		if err := x.save(ctx); err != nil {
 			return err
 		}
-		switch x.cl.Control() {
-		case requestPause:
-			return errPaused
-		case requestCancel:
-			return errCancelled
+		if err := requested(x.cl.Control()); err != nil {
+			return err
 		}
 		if !closes.IsZero() && time.Now().After(closes) {
 			return errWindowClosed
 		}
 		return nil
 	}
-	rep, err := x.r.Run(x.keep.Context(), opts)
+	var rep dlqdump.Report
+	err := requested(x.cl.Control()) // one that came before the first block
+	if err == nil {
+		rep, err = x.r.Run(x.keep.Context(), opts)
+	}
 	x.count(&base, &rep)
 	limitReached := spec.Limit > 0 && x.job.Delivered+x.job.Quarantined >= spec.Limit
 	switch {
@@ -188,6 +201,18 @@ func (x *execution) pass(ctx context.Context) {
 		x.job.Left = 0
 		x.end(Completed, err)
 	}
+}
+
+// requested returns the error a pass stops with for control, a request
+// written into the job's record, or nil.
+func requested(control string) error {
+	switch control {
+	case requestPause:
+		return errPaused
+	case requestCancel:
+		return errCancelled
+	}
+	return nil
 }
 
 // maxError bounds the error a job's record keeps.

@@ -30,6 +30,9 @@ type Keeper struct {
 	lost    atomic.Bool
 	trust   *time.Timer
 
+	requested chan struct{} // closed once a write finds a request (Requested)
+	reqOnce   sync.Once
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -41,7 +44,7 @@ func Keep(ctx context.Context, claim *Claim, log *slog.Logger) *Keeper {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	k := &Keeper{claim: claim, log: log, stop: make(chan struct{}), done: make(chan struct{}), progress: claim.Progress()}
+	k := &Keeper{claim: claim, log: log, stop: make(chan struct{}), done: make(chan struct{}), requested: make(chan struct{}), progress: claim.Progress()}
 	k.ctx, k.cancel = context.WithCancel(ctx)
 	k.trust = time.AfterFunc(k.untilDistrust(), func() { k.expired.Store(true) })
 	go k.heartbeat()
@@ -53,6 +56,13 @@ func (k *Keeper) Claim() *Claim { return k.claim }
 
 // Context is cancelled when the claim is lost or the Keeper stops.
 func (k *Keeper) Context() context.Context { return k.ctx }
+
+// Requested is closed once a write of the claim (a renewal every third of
+// the lease, or a save) finds a request written into its record from
+// outside (Claim.Control), for a holder at work between the steps where it
+// looks at Control. The request may have been withdrawn since: look at
+// Control again.
+func (k *Keeper) Requested() <-chan struct{} { return k.requested }
 
 func (k *Keeper) heartbeat() {
 	defer close(k.done)
@@ -153,6 +163,9 @@ func (k *Keeper) wroteLocked(err error) error {
 		k.trust.Stop()
 		k.expired.Store(false)
 		k.trust.Reset(k.untilDistrust())
+		if k.claim.Control() != "" {
+			k.reqOnce.Do(func() { close(k.requested) })
+		}
 		return nil
 	}
 	if errors.Is(err, ErrLeaseLost) {
