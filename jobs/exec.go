@@ -163,7 +163,17 @@ func (x *execution) pass(ctx context.Context) {
 		return nil
 	}
 	var rep dlqdump.Report
-	err := requested(x.cl.Control()) // one that came before the first block
+	var err error
+	if x.cl.Control() != "" {
+		// A request came before the first block (it may have cut the
+		// dry run short): it is acted on if it still stands, as a
+		// block boundary does, after a write that reads it as it is
+		// now. The last write may have read it a while ago, and a
+		// resume may have withdrawn it since.
+		if err = x.save(ctx); err == nil {
+			err = requested(x.cl.Control())
+		}
+	}
 	if err == nil {
 		rep, err = x.r.Run(x.keep.Context(), opts)
 	}

@@ -121,6 +121,7 @@ type Job struct {
 	Left        uint64 `json:"left,omitempty"`
 	// Progressed is when the runner last wrote the counts (after a
 	// block), by its clock: what a reader measures the job's rate over.
+	// A pass starts it afresh: zero until its first block.
 	Progressed time.Time `json:"progressed,omitzero"`
 	// Attempts counts the passes that ran it (a start, a takeover, a
 	// resume, a window's opening, a retry); Failures those that failed
@@ -150,6 +151,9 @@ func (j *Job) begin(owner string, now time.Time) (taken bool) {
 		j.LateMS = now.Sub(j.At).Milliseconds()
 	}
 	j.State, j.Runner, j.Error = Running, owner, ""
+	// This pass has written no counts yet: the last pass's time would
+	// have a reader measure its first blocks over the time between.
+	j.Progressed = time.Time{}
 	j.Attempts++
 	return taken
 }
