@@ -52,6 +52,22 @@ func oneRestorerRunner(t *testing.T, st *memsink.Store, rd sink.Reader, d *dest,
 	return js, rn
 }
 
+// pauseDuringTheDryRun creates job "whole", over the whole store, starts rn
+// and pauses the job once its dry run opened a segment.
+func pauseDuringTheDryRun(t *testing.T, js *jobs.Store, rn *jobs.Runner, opened <-chan struct{}) {
+	t.Helper()
+	if _, err := js.Create(t.Context(), jobs.Spec{ID: "whole"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-opened // the dry run reads
+	if _, err := js.Pause(t.Context(), "whole"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A job over the whole store first counts what it will do, in a dry run
 // that reads every segment and has no block boundaries: a pause while it
 // reads stops it, and the job is paused having delivered nothing; resumed,
@@ -64,16 +80,7 @@ func TestPauseDuringTheFirstDryRun(t *testing.T) {
 	js, rn := oneRestorerRunner(t, st, g, d, 300*time.Millisecond)
 	released := sync.OnceFunc(func() { close(g.release) })
 	t.Cleanup(released) // before the runner's Close, should the dry run still wait
-	if _, err := js.Create(t.Context(), jobs.Spec{ID: "whole"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rn.Start(); err != nil {
-		t.Fatal(err)
-	}
-	<-g.opened // the dry run reads
-	if _, err := js.Pause(t.Context(), "whole"); err != nil {
-		t.Fatal(err)
-	}
+	pauseDuringTheDryRun(t, js, rn, g.opened)
 	j := waitState(t, js, "whole", jobs.Paused)
 	if j.Delivered != 0 || d.count() != 0 {
 		t.Fatalf("paused during its dry run having delivered %d (record: %d); want 0", d.count(), j.Delivered)
@@ -120,16 +127,7 @@ func TestResumeWhileTheDryRunStops(t *testing.T) {
 	js, rn := oneRestorerRunner(t, st, g, d, 1500*time.Millisecond)
 	proceed := sync.OnceFunc(func() { close(g.proceed) })
 	t.Cleanup(proceed)
-	if _, err := js.Create(t.Context(), jobs.Spec{ID: "whole"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rn.Start(); err != nil {
-		t.Fatal(err)
-	}
-	<-g.opened // the dry run reads
-	if _, err := js.Pause(t.Context(), "whole"); err != nil {
-		t.Fatal(err)
-	}
+	pauseDuringTheDryRun(t, js, rn, g.opened)
 	<-g.cut // a renewal found the pause: the dry run stops
 	resumed, err := js.Resume(t.Context(), "whole")
 	if err != nil || resumed.Request != "" || resumed.State != jobs.Running {
