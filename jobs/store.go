@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"strings"
 	"time"
 
@@ -104,6 +103,7 @@ type Store struct {
 	due, later sink.Records // the due markers
 	runners    sink.Records // the heartbeats
 	now        func() time.Time
+	listed     listCache // the jobs List read, when the store lists versions
 }
 
 // Open returns the jobs of the store rd, which must keep tables
@@ -145,10 +145,13 @@ func (s *Store) read(ctx context.Context, id string) (*entry, error) {
 	}
 	e := &entry{version: version}
 	if err := e.parse(data); err != nil {
-		return nil, fmt.Errorf("dlqdump: job %s: %w", id, err)
+		return nil, errJob(id, err)
 	}
 	return e, nil
 }
+
+// errJob says what is wrong with job id's record.
+func errJob(id string, err error) error { return fmt.Errorf("dlqdump: job %s: %w", id, err) }
 
 // parse decodes a job record.
 func (e *entry) parse(data []byte) error {
@@ -357,52 +360,6 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 		return Job{}, err
 	}
 	return e.job, nil
-}
-
-// List returns the jobs, in the order of their IDs; with states, only
-// those in one of them. It reads every job: its cost grows with the jobs
-// kept.
-func (s *Store) List(ctx context.Context, states ...State) iter.Seq2[Job, error] {
-	return func(yield func(Job, error) bool) {
-		for key, err := range s.t.RecordNames(ctx) {
-			if err != nil {
-				yield(Job{}, err)
-				return
-			}
-			id, ok := strings.CutPrefix(key, jobKind)
-			if !ok {
-				if key > jobKind {
-					return // past the jobs
-				}
-				continue
-			}
-			e, err := s.read(ctx, id)
-			if errors.Is(err, ErrNotFound) {
-				continue // removed meanwhile
-			}
-			if err != nil {
-				if !yield(Job{ID: id}, err) {
-					return
-				}
-				continue
-			}
-			if len(states) > 0 && !containsState(states, e.job.State) {
-				continue
-			}
-			if !yield(e.job, nil) {
-				return
-			}
-		}
-	}
-}
-
-func containsState(states []State, s State) bool {
-	for _, x := range states {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Pause pauses a job: a pending one at once, a running one at the next

@@ -171,15 +171,27 @@ const firstRecordPage = 32
 // a few keys (a poll of the due jobs) reads a small page.
 func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
+		for nv, err := range r.recordVersions(ctx, sp) {
+			if !yield(nv.Name, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// recordVersions lists the records of sp with their versions, the ETags
+// the listing gives.
+func (r *Reader) recordVersions(ctx context.Context, sp space) iter.Seq2[sink.NameVersion, error] {
+	return func(yield func(sink.NameVersion, error) bool) {
 		s, err := r.state()
 		if err != nil {
-			yield("", err)
+			yield(sink.NameVersion{}, err)
 			return
 		}
 		prefix := s.prefix + sp.sub
 		for obj, err := range s.listKeysGrowing(ctx, prefix, firstRecordPage, r.ListPageSize) {
 			if err != nil {
-				yield("", err)
+				yield(sink.NameVersion{}, err)
 				return
 			}
 			if obj == nil {
@@ -189,7 +201,7 @@ func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, er
 			if !ok || sp.check(name) != nil {
 				continue
 			}
-			if !yield(name, nil) {
+			if !yield(sink.NameVersion{Name: name, Version: aws.ToString(obj.ETag)}, nil) {
 				return
 			}
 		}
@@ -229,6 +241,12 @@ func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return t.r.recordNames(ctx, t.sp)
+}
+
+// RecordVersions lists the table's keys with their ETags, in the requests
+// RecordNames makes (sink.VersionLister).
+func (t *table) RecordVersions(ctx context.Context) iter.Seq2[sink.NameVersion, error] {
+	return t.r.recordVersions(ctx, t.sp)
 }
 
 // DropRecord removes the record of key whatever its version, in one

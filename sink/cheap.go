@@ -116,3 +116,17 @@ func DropRecord(ctx context.Context, t Records, name string) error {
 	}
 	return err
 }
+
+// VersionLister is implemented by Records whose listing tells each record's
+// version (an S3 listing gives the ETag): a reader that keeps the records it
+// read can tell the changed ones without reading them all.
+type VersionLister interface {
+	// RecordVersions returns the names that have a record, sorted, each
+	// with its version as ReadRecord returns it.
+	RecordVersions(ctx context.Context) iter.Seq2[NameVersion, error]
+}
+
+// NameVersion is a record's name and version.
+type NameVersion struct {
+	Name, Version string
+}
