@@ -200,14 +200,7 @@ func BenchmarkFirstPage(b *testing.B) {
 		benchStore(b, &fs.Reader{Directory: dir}, at)
 	})
 	b.Run("versitygw", func(b *testing.B) {
-		srv, stop, err := s3test.Versity(nil)
-		if errors.Is(err, s3test.ErrNoVersity) {
-			b.Skip(err)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer stop()
+		srv := s3test.VersityFor(b, nil)
 		prefix := "console-bench/" + s3test.UniquePrefix(b.Name())
 		start := time.Now()
 		at := writeBench(b, &s3.Writer{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix})

@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -27,15 +26,7 @@ func TestListReadsOnlyTheJobsThatChanged(t *testing.T) {
 		testListReadsOnlyTheJobsThatChanged(t, srv)
 	})
 	t.Run("versitygw", func(t *testing.T) {
-		srv, stop, err := s3test.Versity(nil)
-		if errors.Is(err, s3test.ErrNoVersity) {
-			t.Skip(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(stop)
-		testListReadsOnlyTheJobsThatChanged(t, srv)
+		testListReadsOnlyTheJobsThatChanged(t, s3test.VersityFor(t, nil))
 	})
 }
 

@@ -24,14 +24,7 @@ import (
 // on the connection for the next request to be read from. One connection,
 // no retries: any broken exchange shows.
 func TestVersityKeepAliveRefusedPutsLeaveTheConnectionClean(t *testing.T) {
-	srv, stop, err := s3test.Versity(nil)
-	if errors.Is(err, s3test.ErrNoVersity) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	srv := s3test.VersityFor(t, nil)
 	var dials atomic.Int64
 	d := &net.Dialer{Timeout: 10 * time.Second}
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -77,6 +78,22 @@ func Versity(opts *Options) (srv *Server, stop func(), err error) {
 		return nil, nil, fmt.Errorf("s3test: start %s: %w", bin, err)
 	}
 	return srv, stop, nil
+}
+
+// VersityFor returns a versitygw server for a test or benchmark, stopped
+// when tb ends: it skips tb when there is none ([ErrNoVersity]) and fails
+// it when one could not be started.
+func VersityFor(tb testing.TB, opts *Options) *Server {
+	tb.Helper()
+	srv, stop, err := Versity(opts)
+	if errors.Is(err, ErrNoVersity) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	return srv
 }
 
 // findVersity returns the path of the versitygw binary, looked for as
