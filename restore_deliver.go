@@ -45,6 +45,26 @@ func (g *segRun) record(rec *segment.Record) error {
 	return g.done(rec, deliveryOutcome(err))
 }
 
+// takeDelivery waits for the Restorer's delivery token: one segment's run
+// at a time hands records to the destination (restore_pipeline.go), or ctx's
+// error.
+func (r *Restorer) takeDelivery(ctx context.Context) error {
+	select {
+	case r.delivering <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.delivering <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// giveDelivery gives the delivery token back.
+func (r *Restorer) giveDelivery() { <-r.delivering }
+
 // fate is what became of a record.
 type fate uint8
 

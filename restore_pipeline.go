@@ -6,21 +6,29 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
 // pipeline restores the segments of a pass several at a time, so that the
-// round trips of one (its claim, its reads, its finish: deleting it and its
-// record) overlap the deliveries of another, while the deliveries themselves
-// keep the order and the bound of one segment at a time: the segments
-// deliver in the pass's order, each waiting for its turn, which the one
-// before it passes once its deliveries are durable (its progress says it is
-// done) or its run ended without stopping the pass. So a crash still
-// delivers at most one block twice, and the destination receives the
-// records in the order a pass restoring one segment at a time gives it.
+// round trips of one (its claim, its reads, its checkpoints, its finish:
+// deleting it and its record) overlap those of the others. Each segment
+// delivers in its own order and checkpoints after each block, so a crash
+// delivers at most one block twice per segment in flight; the deliveries of
+// different segments overlap, a block at a time: a run holds the Restorer's
+// delivery token (Restorer.delivering) while it hands a block's records to
+// the destination, and lets it go before the block's checkpoint, whose round
+// trip overlaps the other segments' deliveries. So the destination sees at
+// most Config.Concurrency Enqueue calls at once, as with one segment, and
+// whole blocks of a segment, in the segment's order.
+//
+// A run that stops the pass (a stop, the destination unavailable, a lost
+// claim: stopsPass) cancels the others, which save where they stopped at
+// their next record, and Run reports why the pass stopped.
 //
 // A feeding goroutine starts the runs in the pass's order, at most depth at
 // once; Run takes their outcomes in that order (restore) and stop ends the
@@ -54,8 +62,8 @@ type pipeline struct {
 	runAt   int              // Run's position in the order
 	jobs    map[int]*segJob  // started, not yet taken by Run, by index
 	passed  map[int]error    // passed over by the feeder, with why (see others)
-	last    <-chan struct{}  // the turn of the last job started
 	stopped bool             // stop was called
+	cause   error            // why a run stopped the pass, cancelling the others
 	taken   map[*segJob]bool // taken by Run
 	all     []*segJob        // every job started
 
@@ -110,48 +118,8 @@ type segJob struct {
 	name string
 	rep  Report
 	err  error
-	turn turn
 	done chan struct{}
 }
-
-// turn is a segment's place in the order of deliveries.
-type turn struct {
-	prev <-chan struct{} // closed when the segment before may no longer deliver
-	mine chan struct{}   // closed by pass
-	once sync.Once
-}
-
-// wait returns once the segment may deliver: the one before it passed.
-func (t *turn) wait(ctx context.Context) error {
-	if t == nil {
-		return nil
-	}
-	select {
-	case <-t.prev:
-		return nil
-	default:
-	}
-	select {
-	case <-t.prev:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// pass lets the next segment deliver. It may be called more than once.
-func (t *turn) pass() {
-	if t != nil {
-		t.once.Do(func() { close(t.mine) })
-	}
-}
-
-// closedTurn is the turn before the first segment's.
-var closedTurn = func() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // segmentsInFlight returns how many segments a pass with opts works on at
 // once: one for a dry run, for a pass with a Limit or an OnBlock (which
@@ -165,12 +133,26 @@ func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
 	return r.c.SegmentsInFlight
 }
 
+// streamOptions are the options of the segment.Stream reading a segment
+// of a pass with opts: the segments in flight share the read-ahead one
+// segment would have (segment.DefaultReadAhead; at least minReadAhead each,
+// room for the block being delivered and the next of the default size) and
+// the workers decoding it, so that they hold about as many decoded blocks
+// as one segment did.
+func (r *Restorer) streamOptions(opts *RunOptions) *segment.StreamOptions {
+	n := r.segmentsInFlight(opts)
+	return &segment.StreamOptions{ReadAhead: max(segment.DefaultReadAhead/n, minReadAhead), Workers: max(runtime.GOMAXPROCS(0)/n, 1)}
+}
+
+// minReadAhead is the least read-ahead of a segment's stream.
+const minReadAhead = 2 * segment.DefaultBlockSize
+
 // newPipeline starts restoring names, the ready segments of a pass.
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
 		partSize: min(max(len(names)/parts, minPart), seenPage),
-		jobs:     map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
+		jobs:     map[int]*segJob{}, passed: map[int]error{}, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if pl.depth > 1 {
 		if st := r.status.Load(); st != nil && st.claimed > 0 {
@@ -293,16 +275,14 @@ func (pl *pipeline) feed() {
 	}
 }
 
-// startLocked starts the run of names[i], its turn after the last one
-// started's; ended is called when it ends. It returns nil once stopped.
+// startLocked starts the run of names[i]; ended is called when it ends. It
+// returns nil once stopped.
 func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	if pl.stopped {
 		ended()
 		return nil
 	}
-	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{}),
-		turn: turn{prev: pl.last, mine: make(chan struct{})}}
-	pl.last = j.turn.mine
+	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{})}
 	pl.jobs[i] = j
 	pl.started[name] = true
 	pl.all = append(pl.all, j)
@@ -311,9 +291,9 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	go func() {
 		defer pl.runs.Done()
 		defer ended()
-		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
-		if !pl.stopsPass(j.err) {
-			j.turn.pass()
+		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, pl.halt)
+		if pl.stopsPass(j.err) {
+			pl.halt(j.err)
 		}
 		switch { // another restorer works here
 		case errors.Is(j.err, ErrClaimed):
@@ -327,15 +307,33 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	return j
 }
 
-// stopsPass reports whether the segments after one that ended with err must
-// not deliver: the pass stops, or the segment's claim was lost. A lost claim
-// means this process stalled past its lease (or lost the store): the claims
-// of the segments after it, taken as long ago, are as likely lost, and each
-// of them delivering a block before learning it would put a block per
-// segment in flight at risk of a second delivery instead of one.
+// stopsPass reports whether a run that ended with err stops the pass: it
+// was stopped (Limit, Close, a window closing), the destination is
+// unavailable, or the segment's claim was lost. A lost claim means this
+// process stalled past its lease (or lost the store): the claims of the
+// other segments in flight, taken as long ago, are as likely lost, and each
+// of them delivering a block more before learning it would add to what a
+// taker delivers again.
+func stopsPass(err error) bool {
+	return errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLeaseLost)
+}
+
+// stopsPass reports whether a run that ended with err stops the pass, or
+// ended because it stopped (the pass's context, Close).
 func (pl *pipeline) stopsPass(err error) bool {
-	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLeaseLost) ||
-		pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+	return err != nil && (stopsPass(err) || pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+}
+
+// halt stops the other runs of the pass, which save where they stopped, and
+// keeps err as why the pass stopped, unless it stopped already (err is then
+// the cancellation's consequence).
+func (pl *pipeline) halt(err error) {
+	pl.mu.Lock()
+	if pl.cause == nil && pl.ctx.Err() == nil {
+		pl.cause = err
+	}
+	pl.mu.Unlock()
+	pl.cancel()
 }
 
 // restore returns the outcome of names[i], which Run restores now: its
@@ -349,6 +347,10 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	pl.mu.Lock()
 	for pl.next <= pl.positionLocked(i) && pl.jobs[i] == nil && !pl.stopped {
 		pl.changed.Wait()
+	}
+	if cause := pl.cause; cause != nil && pl.jobs[i] == nil {
+		pl.mu.Unlock()
+		return cause // not started: the pass stopped
 	}
 	if err, ok := pl.passed[i]; ok {
 		delete(pl.passed, i)
@@ -370,6 +372,14 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	}
 	<-j.done
 	rep.add(&j.rep)
+	pl.mu.Lock()
+	cause := pl.cause
+	pl.mu.Unlock()
+	if j.err != nil && cause != nil {
+		// Cut short by another run that stopped the pass (or that run
+		// itself): why the pass stopped.
+		return cause
+	}
 	return j.err
 }
 
@@ -380,8 +390,8 @@ func (pl *pipeline) end(rep *Report) Report {
 	return *rep
 }
 
-// stop ends the pipeline: the runs not taken by Run are cancelled (those
-// waiting for their turn release their claims) and waited for, and what they
+// stop ends the pipeline: the runs not taken by Run are cancelled (they save
+// where they stopped and release their claims) and waited for, and what they
 // did is added to rep (when not nil). Only the first call does anything.
 func (pl *pipeline) stop(rep *Report) {
 	pl.mu.Lock()

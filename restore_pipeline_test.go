@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,35 +89,76 @@ func seedSegments(t *testing.T, st *memsink.Store, n, per int, blocks []int) ([]
 	return names, items
 }
 
-// With segments in flight, a Restorer delivers the records in listing
-// order, and at every delivery the records delivered that a crash would
-// deliver again (beyond their segment's saved progress) are at most one
-// block's: the bound of one segment at a time. Meanwhile more than one
-// segment is claimed at once (the pipeline works ahead).
-func TestSegmentsInFlightKeepOrderAndBound(t *testing.T) {
-	const per = 7
+// heldCheckpoints is a distantStore whose checkpoints of one segment past
+// its start wait until release is closed (or give up after a minute,
+// setting gaveUp), so that a test can see what the Restorer does meanwhile.
+type heldCheckpoints struct {
+	distantStore
+	name    string
+	release chan struct{}
+	gaveUp  atomic.Bool
+}
+
+func (s *heldCheckpoints) WriteRecord(ctx context.Context, name string, data []byte, ifVersion string) (string, error) {
+	if name == s.name {
+		if rec, ok := claims.Parse(data); ok && rec.Held() {
+			if p, err := claims.ParseProgress(rec.Progress); err == nil && p.Seq > 0 {
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(time.Minute): // only when the test fails
+					s.gaveUp.Store(true)
+				}
+			}
+		}
+	}
+	return s.distantStore.WriteRecord(ctx, name, data, ifVersion)
+}
+
+// With segments in flight, the deliveries of different segments overlap:
+// while the first segment's checkpoint is on its way (held here until
+// another segment delivers), the others deliver. Each segment keeps its own
+// order, at every delivery the records a crash would deliver again (beyond
+// their segment's saved progress) are at most one block of each segment,
+// and at most SegmentsInFlight blocks in all, and the destination never has
+// two Enqueue calls at once (Concurrency 1).
+func TestSegmentsInFlightOverlapDeliveries(t *testing.T) {
+	const per, inFlight = 7, 8
 	mem := memsink.New()
 	names, items := seedSegments(t, mem, 24, per, []int{1, 3, 1, 1, 2})
-	st := distantStore{Store: mem, rtt: 2 * time.Millisecond}
+	st := &heldCheckpoints{distantStore: distantStore{Store: mem, rtt: 2 * time.Millisecond}, name: names[0], release: make(chan struct{})}
 	ctx := context.Background()
 
 	var (
-		mu        sync.Mutex
-		got       []string
-		bySeg     = map[string]uint64{} // records delivered per segment
-		worst     int                   // most records a crash would deliver again
-		maxClaims int                   // most live claims seen at once
-		fail      []string
+		mu         sync.Mutex
+		got        = map[string][]string{} // by segment, in delivery order
+		bySeg      = map[string]uint64{}   // records delivered per segment
+		worstSeg   int                     // most records of one segment a crash would deliver again
+		worst      int                     // most records in all
+		maxAtRisk  int                     // most segments with records at risk at once
+		maxClaims  int                     // most live claims seen at once
+		fail       []string
+		inside     atomic.Int32
+		concurrent atomic.Bool
+		released   sync.Once
 	)
-	// atRisk returns what a crash now would deliver again, and the live
-	// claims, from the records as stored.
-	atRisk := func() (int, int) {
-		risk, live := 0, 0
+	// atRisk returns what a crash now would deliver again, the most of it
+	// in one segment, the segments it is in, and the live claims, from the
+	// records as stored.
+	atRisk := func() (risk, most, segs, live int) {
 		for _, seg := range names {
 			if data, _, err := mem.ReadRecord(ctx, seg); err == nil {
 				if rec, ok := claims.Parse(data); ok && rec.Held() {
 					live++
 				}
+			}
+		}
+		add := func(n int) {
+			if n > 0 {
+				risk += n
+				most = max(most, n)
+				segs++
 			}
 		}
 		for seg, n := range bySeg {
@@ -126,7 +167,7 @@ func TestSegmentsInFlightKeepOrderAndBound(t *testing.T) {
 				if mem.Get(sink.AreaReady, seg) == nil {
 					continue // finished
 				}
-				risk += int(n)
+				add(int(n))
 				continue
 			}
 			if err != nil {
@@ -144,24 +185,31 @@ func TestSegmentsInFlightKeepOrderAndBound(t *testing.T) {
 				continue
 			}
 			if !p.Done && n > p.Seq {
-				risk += int(n - p.Seq)
+				add(int(n - p.Seq))
 			}
 		}
-		return risk, live
+		return risk, most, segs, live
 	}
 	dst := queueFunc(func(x any) error {
+		if inside.Add(1) > 1 {
+			concurrent.Store(true)
+		}
+		defer inside.Add(-1)
 		mu.Lock()
 		defer mu.Unlock()
 		item := x.(string)
 		seg, _, _ := strings.Cut(item, "/")
-		got = append(got, item)
+		got[seg] = append(got[seg], item)
 		bySeg[seg]++
-		risk, live := atRisk()
-		worst = max(worst, risk)
+		risk, most, segs, live := atRisk()
+		worst, worstSeg, maxAtRisk = max(worst, risk), max(worstSeg, most), max(maxAtRisk, segs)
 		maxClaims = max(maxClaims, live)
+		if seg != names[0] {
+			released.Do(func() { close(st.release) })
+		}
 		return nil
 	})
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: 8})
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: inFlight})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,30 +220,43 @@ func TestSegmentsInFlightKeepOrderAndBound(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if st.gaveUp.Load() {
+		t.Fatalf("no other segment delivered while the first segment's checkpoint was on its way: deliveries wait for the segment before")
+	}
 	if len(fail) > 0 {
 		t.Fatalf("reading the records: %v", fail)
 	}
 	if rep.Segments != len(names) || rep.Delivered != uint64(len(items)) {
 		t.Fatalf("report %+v, want %d segments and %d records", rep, len(names), len(items))
 	}
-	if !sort.StringsAreSorted(names) || len(got) != len(items) {
-		t.Fatalf("delivered %d records, want %d", len(got), len(items))
-	}
-	for i := range got {
-		if got[i] != items[i] {
-			t.Fatalf("delivery %d is %s, want %s: not the listing's order", i, got[i], items[i])
+	k := 0
+	for _, seg := range names {
+		for i, item := range got[seg] {
+			if want := fmt.Sprintf("%s/%d", seg, i); item != want {
+				t.Fatalf("delivery %d of segment %s is %s, want %s: not the segment's order", i, seg, item, want)
+			}
 		}
+		k += len(got[seg])
 	}
-	if worst > per {
-		t.Fatalf("at one delivery a crash would have delivered %d records again, more than one block (%d)", worst, per)
+	if k != len(items) {
+		t.Fatalf("delivered %d records, want %d", k, len(items))
 	}
-	if maxClaims < 2 {
-		t.Fatalf("at most %d segment claimed at once: nothing was worked on ahead", maxClaims)
+	if concurrent.Load() {
+		t.Fatalf("two Enqueue calls at once with Concurrency 1")
+	}
+	if worstSeg > per {
+		t.Fatalf("at one delivery a crash would have delivered %d records of one segment again, more than one block (%d)", worstSeg, per)
+	}
+	if worst > inFlight*per {
+		t.Fatalf("at one delivery a crash would have delivered %d records again, more than one block (%d) per segment in flight (%d)", worst, per, inFlight)
+	}
+	if maxAtRisk < 2 || maxClaims < 2 {
+		t.Fatalf("at most %d segments had records at risk at once, %d claimed at once: deliveries did not overlap", maxAtRisk, maxClaims)
 	}
 	if left := mem.Names(sink.AreaReady); len(left) > 0 {
 		t.Fatalf("left ready: %v", left)
 	}
-	t.Logf("at most %d records at risk of a crash, %d segments claimed at once", worst, maxClaims)
+	t.Logf("at most %d records at risk of a crash (%d of one segment, %d segments at once), %d segments claimed at once", worst, worstSeg, maxAtRisk, maxClaims)
 }
 
 // A pass stopped while segments are claimed ahead (Close) releases every

@@ -101,18 +101,8 @@ func (g *segRun) remainderBlock(b *segment.Block, off int64) error {
 	}
 	defer g.flushCounts()
 	g.blk = b
-	for rec := range b.Records() {
-		if !g.leftHas(rec.Seq) {
-			continue
-		}
-		if err := g.record(&rec); err != nil {
-			return g.halt(rec.Seq, err)
-		}
-	}
-	if g.win != nil {
-		if err := g.win.drain(); err != nil {
-			return g.halt(b.Next().Seq, err)
-		}
+	if err := g.handle(b, g.leftHas, segment.Position{Offset: off, Seq: g.cursor}); err != nil {
+		return err
 	}
 	g.current = nil
 	if err := g.save(false); err != nil {

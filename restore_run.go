@@ -62,19 +62,23 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk  *segment.Block // the block being handled
-	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
-	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
+	blk *segment.Block // the block being handled
+	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	// stopPass stops the other segments of the pass (restore_pipeline.go)
+	// when this one stops it, before it gives the delivery token back;
+	// nil with one segment at a time.
+	stopPass func(error)
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
-// restores it, delivering once its turn came (nil: at once).
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn) error {
+// restores it. stopPass, when not nil, stops the other segments in flight
+// when this one stops the pass.
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, stopPass func(error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), stopPass: stopPass}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -166,7 +170,6 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
-	g.turn.pass() // its deliveries are durable: the next segment's may start
 	if g.untouched() {
 		return g.finish()
 	}
@@ -228,14 +231,11 @@ func (g *segRun) open() (done bool, err error) {
 // readBlocks handles the records from the position on, checkpointing after
 // every block. Blocks are decoded ahead, in parallel, by a segment.Stream.
 func (g *segRun) readBlocks() error {
-	if err := g.turn.wait(g.ctx); err != nil {
-		return err // stopped before delivering anything
-	}
 	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	st := segment.NewStream(g.sr, nil)
+	st := segment.NewStream(g.sr, g.r.streamOptions(g.opts))
 	atEnd, err := g.consume(st)
 	_ = st.Close()
 	if err != nil {
@@ -293,16 +293,8 @@ func (g *segRun) damaged(err error) {
 func (g *segRun) block(b *segment.Block) error {
 	defer g.flushCounts()
 	g.blk = b
-	for rec := range b.Records() {
-		if err := g.record(&rec); err != nil {
-			return g.halt(rec.Seq, err)
-		}
-	}
-	if g.win != nil {
-		// Every delivery of the block ends before its checkpoint.
-		if err := g.win.drain(); err != nil {
-			return g.halt(b.Next().Seq, err)
-		}
+	if err := g.handle(b, nil, segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}); err != nil {
+		return err
 	}
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
@@ -326,6 +318,50 @@ func (g *segRun) block(b *segment.Block) error {
 		g.flushCounts()
 		if err := g.opts.OnBlock(*g.rep); err != nil {
 			return g.stop(next, &blockStop{err})
+		}
+	}
+	return nil
+}
+
+// handle handles the records of block b that want selects (every record
+// when nil) while holding the Restorer's delivery token, so that the
+// segments in flight deliver a block at a time, and with a window waits for
+// their deliveries to end: every delivery of the block ends before its
+// checkpoint, which is written once the token is given back. A run stopped
+// while it waits for the token stops at at, the record it would handle
+// first.
+func (g *segRun) handle(b *segment.Block, want func(seq uint64) bool, at segment.Position) error {
+	if err := g.r.takeDelivery(g.ctx); err != nil {
+		if g.lost() {
+			return err // restoreSegment says the claim was lost
+		}
+		return g.stop(at, err)
+	}
+	err := g.handleRecords(b, want)
+	if err != nil && g.stopPass != nil && stopsPass(err) {
+		// Before the token goes to another segment, which would
+		// deliver into a destination that is down, or with a claim as
+		// likely lost as this one.
+		g.stopPass(err)
+	}
+	g.r.giveDelivery()
+	return err
+}
+
+// handleRecords handles the records of b that want selects (every record
+// when nil), for handle.
+func (g *segRun) handleRecords(b *segment.Block, want func(seq uint64) bool) error {
+	for rec := range b.Records() {
+		if want != nil && !want(rec.Seq) {
+			continue
+		}
+		if err := g.record(&rec); err != nil {
+			return g.halt(rec.Seq, err)
+		}
+	}
+	if g.win != nil {
+		if err := g.win.drain(); err != nil {
+			return g.halt(b.Next().Seq, err)
 		}
 	}
 	return nil

@@ -36,8 +36,9 @@ import (
 // quarantine with what was done to it, so that releasing it never feeds a
 // delivered record again.
 //
-// After a crash, the records of at most one block (the one being delivered)
-// may be delivered again; see Config.CheckpointInterval.
+// After a crash, the records of at most one block of each segment in flight
+// (Config.SegmentsInFlight: the block being delivered or checkpointed) may be
+// delivered again; see Config.CheckpointInterval.
 type Restorer struct {
 	c       *restorerConfig
 	mw      MetricsWriter
@@ -45,16 +46,17 @@ type Restorer struct {
 	claimer *claims.Claimer
 	limiter *rate.Limiter // nil without RateLimit
 
-	run       chan struct{} // a token: one pass at a time
-	recovered bool          // the Reader recovered (owned by the pass holding run)
-	stopping  atomic.Bool   // Close: stop at the next block
-	closing   context.Context
-	close     context.CancelFunc // Close: stop waiting, at the next record
-	mu        sync.Mutex
-	closed    bool
-	skip      map[string]leftInPlace // segments left in place (VersionKeep, no key)
-	bgCancel  context.CancelFunc
-	bgWG      sync.WaitGroup
+	run        chan struct{} // a token: one pass at a time
+	delivering chan struct{} // a token: one segment's run delivers a block at a time
+	recovered  bool          // the Reader recovered (owned by the pass holding run)
+	stopping   atomic.Bool   // Close: stop at the next block
+	closing    context.Context
+	close      context.CancelFunc // Close: stop waiting, at the next record
+	mu         sync.Mutex
+	closed     bool
+	skip       map[string]leftInPlace // segments left in place (VersionKeep, no key)
+	bgCancel   context.CancelFunc
+	bgWG       sync.WaitGroup
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
@@ -267,11 +269,12 @@ func NewRestorer(config *Config) (*Restorer, error) {
 		return nil, err
 	}
 	r := &Restorer{
-		c:    c,
-		mw:   c.MetricsWriter,
-		log:  c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
-		run:  make(chan struct{}, 1),
-		skip: map[string]leftInPlace{},
+		c:          c,
+		mw:         c.MetricsWriter,
+		log:        c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
+		run:        make(chan struct{}, 1),
+		delivering: make(chan struct{}, 1),
+		skip:       map[string]leftInPlace{},
 	}
 	r.claimer, err = claims.NewClaimer(c.Reader, c.Owner, c.Lease, &claims.Options{Logger: r.log})
 	if err != nil {
@@ -396,17 +399,18 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		case errors.Is(err, errStop):
 			return pl.end(&rep), result()
 		case errors.Is(err, ErrUnavailable):
-			// The destination is down: the segments after this one
-			// would only be tried in vain. The segment resumes where
-			// it stopped; the caller (passLoop: the log) says why.
+			// The destination is down: the other segments would only
+			// be tried in vain (the pipeline stopped those in flight).
+			// Each resumes where it stopped; the caller (passLoop:
+			// the log) says why.
 			r.setErr(err)
 			errs = append(errs, err)
 			return pl.end(&rep), result()
 		case errors.Is(err, ErrLeaseLost):
 			// This process stalled past its lease, or lost the store:
-			// the segments after this one, claimed as long ago, do not
-			// deliver (their turn is not passed); a later pass lists
-			// the store again.
+			// the other segments in flight, claimed as long ago, were
+			// stopped at their next record (the pipeline); a later
+			// pass lists the store again.
 			r.setErr(err)
 			errs = append(errs, err)
 			return pl.end(&rep), result()

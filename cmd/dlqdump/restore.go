@@ -92,8 +92,8 @@ versions are moved to quarantine (by a restore without --where, --since or
 
 An interrupt (Ctrl-C) stops at the record being delivered and keeps a
 checkpoint (the segment's claim record), so the next restore resumes there.
-A restore that is killed instead resumes at its last checkpoint: the records
-of at most one block are delivered again.
+A restore that is killed instead resumes at its last checkpoints: the records
+of at most one block of each segment in flight (8) are delivered again.
 
 Segments are claimed like any restorer claims them. A segment whose claim
 another process holds is watched after the pass: if the claim is renewed, its

@@ -57,8 +57,12 @@ type Result struct {
 	// Violations are the invariants the run broke.
 	Violations []string
 	// Duplicates is the number of extra deliveries, and Bound what the
-	// invariants allow.
+	// invariants allow in all: one block per interruption of each segment
+	// in flight.
 	Duplicates, Bound int
+	// Segments is the number of segments whose records were delivered
+	// twice.
+	Segments int
 	// Fewer, for a point not reached, says that the run made fewer calls
 	// of the point's operation than its K: the claim keeper renews on a
 	// timer, so how many record writes a run makes depends on the
@@ -84,7 +88,7 @@ func (r *Result) String() string {
 	case len(r.Violations) > 0:
 		s += ": " + strings.Join(r.Violations, "; ")
 	default:
-		s += fmt.Sprintf(": held (%d delivered twice, bound %d)", r.Duplicates, r.Bound)
+		s += fmt.Sprintf(": held (%d delivered twice, of %d segments; bound %d)", r.Duplicates, r.Segments, r.Bound)
 	}
 	return s
 }
@@ -408,7 +412,9 @@ func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Poi
 }
 
 // check tests the invariants after a run and its recovery, with up to
-// interruptions blocks of duplicates allowed.
+// interruptions blocks of duplicates allowed per segment (a segment's
+// records are those of its letter: a, b, c), of at most SegmentsInFlight
+// segments.
 func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	fail := func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
@@ -417,6 +423,7 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	for _, it := range out.delivered {
 		seen[it]++
 	}
+	twice := map[byte]int{} // by segment
 	quar, err := p.payloads(sink.AreaQuarantine, sd.keys)
 	if err != nil {
 		fail("read quarantine: %v", err)
@@ -439,8 +446,10 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 		}
 		if seen[it] > 1 {
 			res.Duplicates += seen[it] - 1
+			twice[it[0]] += seen[it] - 1
 		}
 	}
+	res.Segments = len(twice)
 	if len(inQuar) != 2 {
 		fail("quarantine holds %d distinct records, want the 2 undeliverable ones", len(inQuar))
 	}
@@ -449,9 +458,14 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	if m, err := p.largestBlock(sink.AreaArchive, sd.keys); err == nil {
 		maxBlock = max(maxBlock, m)
 	}
-	res.Bound = interruptions * maxBlock
-	if res.Duplicates > res.Bound {
-		fail("%d records delivered twice, more than %d blocks of at most %d records", res.Duplicates, interruptions, maxBlock)
+	res.Bound = interruptions * maxBlock * min(segments, dlqdump.DefaultSegmentsInFlight)
+	for seg, n := range twice {
+		if n > interruptions*maxBlock {
+			fail("%d records of segment %c delivered twice, more than %d blocks of at most %d records", n, seg, interruptions, maxBlock)
+		}
+	}
+	if len(twice) > interruptions*dlqdump.DefaultSegmentsInFlight {
+		fail("records of %d segments delivered twice, more than the %d in flight per interruption", len(twice), dlqdump.DefaultSegmentsInFlight)
 	}
 	left, err := p.leftovers(true)
 	if err != nil {

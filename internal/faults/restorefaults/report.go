@@ -20,14 +20,14 @@ func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
 			"pauses the process before (pause) or after it (pause-after) while a restorer without faults takes its "+
 			"claims over and finishes the store, after which the paused one goes on; and each block boundary is "+
 			"cancelled; restorers without faults then finish. Invariants: every record delivered or quarantined, at "+
-			"most one block delivered twice per interruption, the quarantine holds exactly the undeliverable records, "+
+			"most one block of each segment in flight delivered twice per interruption (the three segments are in flight at once), the quarantine holds exactly the undeliverable records, "+
 			"nothing left in the store (no ready or staged segment: nothing a paused holder staged is ever published), "+
 			"the originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n")
 	}
 	fmt.Fprintf(w, "### %s, %s\n\n", r.Store, r.Variant)
 	fmt.Fprintf(w, "**%d runs: %d held, %d failed, %d not reached** (a point is not reached when its run made fewer calls "+
 		"of the operation than the run without fault, the renewals depending on timing). At most %d records were "+
-		"delivered twice in one run.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates)
+		"delivered twice in one run, of at most %d segments.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates, r.MaxSegments)
 	modes := make([]string, 0, len(r.ByMode))
 	for m := range r.ByMode {
 		modes = append(modes, m)

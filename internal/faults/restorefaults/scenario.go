@@ -20,6 +20,7 @@ import (
 
 // The scenario's data: three segments of small blocks.
 const (
+	segments                     = 3
 	recordsA, recordsB, recordsC = 400, 240, 160
 	blockSize                    = 2 << 10
 	poison                       = "poison"  // does not decode
@@ -173,17 +174,21 @@ func (d *destination) items() []string {
 	return append([]string(nil), d.got...)
 }
 
-// metrics counts what restorers report.
+// metrics counts what restorers report. Its methods are called by the
+// segments in flight at once.
 type metrics struct {
 	dlqdump.NopMetrics
 	restored, quarantined atomic.Int64
-	blocks                *[]int // when set, the deliveries so far at each Restore
+	mu                    sync.Mutex
+	blocks                *[]int // when set, the deliveries so far at each Restore (under mu)
 }
 
 func (m *metrics) Restore(records, _ int) {
 	n := m.restored.Add(int64(records))
 	if m.blocks != nil {
+		m.mu.Lock()
 		*m.blocks = append(*m.blocks, int(n))
+		m.mu.Unlock()
 	}
 }
 func (m *metrics) Quarantine(_ string, records int) { m.quarantined.Add(int64(records)) }
