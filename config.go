@@ -182,13 +182,15 @@ type Config struct {
 	// a block. Each segment delivers in its own order; the segments take
 	// turns a block at a time, so the Queue sees at most Concurrency
 	// Enqueue calls at once. A crash delivers at most one block twice per
-	// segment in flight: SegmentsInFlight blocks at most. A dry run, a
-	// pass with a Limit or an OnBlock, and a pass over the quarantine work
-	// on one segment at a time. Each segment in flight holds a claim
-	// (renewed every Lease/3) and its read-ahead (see s3.Reader.ReadAhead;
-	// the decoded blocks ahead of delivery share segment.DefaultReadAhead).
-	// 1: one at a time, and one block twice at most. Default 8
-	// (DefaultSegmentsInFlight).
+	// segment in flight: SegmentsInFlight blocks at most. A segment whose
+	// last checkpoint is stored leaves its place to the next while it is
+	// deleted with its record, so as many more may be finishing, holding
+	// their claims and delivering nothing. A dry run, a pass with a Limit
+	// or an OnBlock, and a pass over the quarantine work on one segment at
+	// a time. Each segment in flight holds a claim (renewed every Lease/3)
+	// and its read-ahead (see s3.Reader.ReadAhead; the decoded blocks
+	// ahead of delivery share segment.DefaultReadAhead). 1: one at a time,
+	// and one block twice at most. Default 8 (DefaultSegmentsInFlight).
 	SegmentsInFlight int
 	// MaxReplays quarantines records that were restored and dead-lettered
 	// again this many times (HeaderReplays), instead of cycling forever.

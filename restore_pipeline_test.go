@@ -323,3 +323,181 @@ func TestSegmentsInFlightReleasedOnClose(t *testing.T) {
 		}
 	}
 }
+
+// slowFinish is a memsink whose deletions of ready segments, but that of
+// last, wait until a record of last was delivered (or give up after a
+// minute, setting gaveUp).
+type slowFinish struct {
+	*memsink.Store
+	last      string
+	delivered chan struct{}
+	gaveUp    atomic.Bool
+}
+
+func (s *slowFinish) Delete(ctx context.Context, area sink.Area, name string) error {
+	if area == sink.AreaReady && name != s.last {
+		select {
+		case <-s.delivered:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute): // only when the test fails
+			s.gaveUp.Store(true)
+		}
+	}
+	return s.Store.Delete(ctx, area, name)
+}
+
+// A segment whose deliveries are durable leaves its place among the
+// segments in flight to the next while it is being finished (deleted with
+// its record), which puts no record at risk: with SegmentsInFlight 2, the
+// third segment delivers while the first two are still being deleted.
+func TestSegmentsInFlightFinishingLeavesItsPlace(t *testing.T) {
+	mem := memsink.New()
+	names, items := seedSegments(t, mem, 3, 5, []int{2})
+	st := &slowFinish{Store: mem, last: names[2], delivered: make(chan struct{})}
+	var once sync.Once
+	var got atomic.Int64
+	dst := queueFunc(func(x any) error {
+		got.Add(1)
+		if strings.HasPrefix(x.(string), names[2]+"/") {
+			once.Do(func() { close(st.delivered) })
+		}
+		return nil
+	})
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.gaveUp.Load() {
+		t.Fatal("the third segment did not deliver while the first two were being deleted: a segment being finished keeps its place among the segments in flight")
+	}
+	if rep.Segments != 3 || got.Load() != int64(len(items)) {
+		t.Fatalf("report %+v, %d delivered, want 3 segments and %d records", rep, got.Load(), len(items))
+	}
+}
+
+// readCounter is a memsink counting the record reads of each segment.
+type readCounter struct {
+	*memsink.Store
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (s *readCounter) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	s.mu.Lock()
+	s.reads[name]++
+	s.mu.Unlock()
+	return s.Store.ReadRecord(ctx, name)
+}
+
+// A segment another restorer held when the pass listed the store is left to
+// it without a request: the listing's look at its record (which keeps
+// observing it, so that it is taken over once its holder stops) says so,
+// and the pass counts it as claimed instead of reading its record again to
+// try it.
+func TestPassLeavesSegmentsClaimedAtTheListing(t *testing.T) {
+	mem := memsink.New()
+	names, _ := seedSegments(t, mem, 3, 5, []int{1})
+	st := &readCounter{Store: mem, reads: map[string]int{}}
+	other, err := claims.NewClaimer(mem, "other", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Claim(t.Context(), names[1]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: queueFunc(func(any) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Segments != 2 || rep.Claimed != 1 {
+		t.Fatalf("report %+v, want 2 segments restored and 1 claimed", rep)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// The looks of the refreshes before and after the pass.
+	if n := st.reads[names[1]]; n != 2 {
+		t.Fatalf("the record of the segment held by another restorer was read %d times, want 2 (the listings' looks)", n)
+	}
+}
+
+// readsAtOnce is a memsink whose reads of the records in slow wait until
+// two of them are under way at once (or give up after a minute, setting
+// gaveUp).
+type readsAtOnce struct {
+	*memsink.Store
+	slow   map[string]bool
+	mu     sync.Mutex
+	inside int
+	both   chan struct{}
+	gaveUp atomic.Bool
+}
+
+func (s *readsAtOnce) ReadRecord(ctx context.Context, name string) ([]byte, string, error) {
+	if s.slow[name] {
+		s.mu.Lock()
+		s.inside++
+		if s.inside == 2 {
+			close(s.both)
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.both:
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(time.Minute): // only when the test fails
+			s.gaveUp.Store(true)
+		}
+	}
+	return s.Store.ReadRecord(ctx, name)
+}
+
+// A pass looks at the records of the other restorers' claims (the Claimed
+// gauge) and of the segments they are finishing (the sweep) several at
+// once: on S3 each is a round trip, and a fleet holds many.
+func TestRefreshReadsRecordsAtOnce(t *testing.T) {
+	for _, what := range []string{"claimed", "finishing"} {
+		t.Run(what, func(t *testing.T) {
+			mem := memsink.New()
+			names, _ := seedSegments(t, mem, 4, 5, []int{1})
+			other, err := claims.NewClaimer(mem, "other", time.Minute, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &readsAtOnce{Store: mem, slow: map[string]bool{}, both: make(chan struct{})}
+			for _, name := range names[:2] {
+				if _, err := other.Claim(t.Context(), name); err != nil {
+					t.Fatal(err)
+				}
+				if what == "finishing" {
+					// Deleted, its record not yet removed.
+					if err := mem.Delete(t.Context(), sink.AreaReady, name); err != nil {
+						t.Fatal(err)
+					}
+				}
+				st.slow[name] = true
+			}
+			r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: queueFunc(func(any) error { return nil })})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Run(t.Context(), dlqdump.RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if st.gaveUp.Load() {
+				t.Fatal("the records held by another restorer were read one after the other")
+			}
+		})
+	}
+}

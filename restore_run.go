@@ -64,21 +64,20 @@ type segRun struct {
 
 	blk *segment.Block // the block being handled
 	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
-	// stopPass stops the other segments of the pass (restore_pipeline.go)
-	// when this one stops it, before it gives the delivery token back;
+	// in connects the run to its pass's pipeline (restore_pipeline.go);
 	// nil with one segment at a time.
-	stopPass func(error)
+	in *inFlight
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
-// restores it. stopPass, when not nil, stops the other segments in flight
-// when this one stops the pass.
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, stopPass func(error)) error {
+// restores it, as one of the segments in flight of its pass (in; nil: one
+// segment at a time).
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), stopPass: stopPass}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), in: in}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -170,6 +169,7 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
+	g.in.delivered() // nothing more to deliver: the next segment may start
 	if g.untouched() {
 		return g.finish()
 	}
@@ -338,11 +338,11 @@ func (g *segRun) handle(b *segment.Block, want func(seq uint64) bool, at segment
 		return g.stop(at, err)
 	}
 	err := g.handleRecords(b, want)
-	if err != nil && g.stopPass != nil && stopsPass(err) {
+	if err != nil && stopsPass(err) {
 		// Before the token goes to another segment, which would
 		// deliver into a destination that is down, or with a claim as
 		// likely lost as this one.
-		g.stopPass(err)
+		g.in.stopPass(err)
 	}
 	g.r.giveDelivery()
 	return err

@@ -435,13 +435,15 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 }
 
 // sweep removes the records of segments that are neither ready nor
-// quarantined, left by restorers that could not finish removing them, and
-// what was staged for a claim that ended before publishing it.
+// quarantined, left by restorers that could not finish removing them (most
+// are those of segments other restorers are finishing, still held: one
+// read each, SegmentsInFlight at once), and what was staged for a claim that
+// ended before publishing it.
 func (r *Restorer) sweep(ctx context.Context, names []string) {
 	if _, err := r.claimer.SweepStaging(ctx); err != nil {
 		r.log.Debug("removing staged segments that will not be published failed", slog.Any("error", err))
 	}
-	for _, name := range names {
+	r.each(names, func(name string) {
 		removed, err := r.claimer.Sweep(ctx, name)
 		switch {
 		case err != nil:
@@ -456,7 +458,7 @@ func (r *Restorer) sweep(ctx context.Context, names []string) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // countQuarantined counts, by label, the records a finished segment set
