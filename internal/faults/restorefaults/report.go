@@ -20,7 +20,8 @@ func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
 			"pauses the process before (pause) or after it (pause-after) while a restorer without faults takes its "+
 			"claims over and finishes the store, after which the paused one goes on; and each block boundary is "+
 			"cancelled; restorers without faults then finish. Invariants: every record delivered or quarantined, at "+
-			"most one block of each segment in flight delivered twice per interruption (the three segments are in flight at once), the quarantine holds exactly the undeliverable records, "+
+			"most one block of each segment in flight delivered twice per interruption (for each segment, the records of its largest block, a side segment's "+
+			"blocks counted too, and at most SegmentsInFlight, 8, segments; the scenario's three segments are in flight at once, so up to three blocks), the quarantine holds exactly the undeliverable records, "+
 			"nothing left in the store (no ready or staged segment: nothing a paused holder staged is ever published), "+
 			"the originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n")
 	}
