@@ -364,11 +364,7 @@ func TestSegmentsInFlightFinishingLeavesItsPlace(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: dst, SegmentsInFlight: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRestorer(t, dlqdump.Config{Reader: st, Queue: dst, SegmentsInFlight: 2})
 	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -411,11 +407,7 @@ func TestPassLeavesSegmentsClaimedAtTheListing(t *testing.T) {
 	if _, err := other.Claim(t.Context(), names[1]); err != nil {
 		t.Fatal(err)
 	}
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: queueFunc(func(any) error { return nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRestorer(t, dlqdump.Config{Reader: st, Queue: queueFunc(func(any) error { return nil })})
 	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -487,11 +479,7 @@ func TestRefreshReadsRecordsAtOnce(t *testing.T) {
 				}
 				st.slow[name] = true
 			}
-			r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: queueFunc(func(any) error { return nil })})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
+			r := newRestorer(t, dlqdump.Config{Reader: st, Queue: queueFunc(func(any) error { return nil })})
 			if _, err := r.Run(t.Context(), dlqdump.RunOptions{}); err != nil {
 				t.Fatal(err)
 			}
