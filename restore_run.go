@@ -78,9 +78,14 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
-		rec, _, err := r.claimer.Inspect(ctx, name)
+		rec, live, err := r.claimer.Inspect(ctx, name)
 		if err != nil {
 			return err
+		}
+		if rec != nil && rec.State == claims.StateFinishing && rec.To != nil && !live {
+			// A claim would complete what its holder decided.
+			rep.Completed++
+			return nil
 		}
 		if rec != nil {
 			found = rec.Progress
@@ -88,6 +93,11 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		}
 	} else {
 		cl, err := r.claim(ctx, name)
+		var fin *claims.Finished
+		if errors.As(err, &fin) {
+			r.completed(fin, rep)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -191,10 +201,7 @@ func (g *segRun) open() (done bool, err error) {
 	g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
-			// An earlier holder finished it: drop the stale record.
-			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
-				g.ended = true
-			}
+			return true, g.gone(err)
 		}
 		return true, err
 	}
