@@ -195,7 +195,7 @@ func TestAlerts(t *testing.T) {
 		t.Fatalf("alerts.yml: %v", errs)
 	}
 	want := []string{"DlqdumpBacklogOld", "DlqdumpReadySegmentsGrowing", "DlqdumpQuarantineGrowing", "DlqdumpBackpressure",
-		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpRestoreStalled", "DlqdumpJobFailed"}
+		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpSegmentsRemovedWithoutClaim", "DlqdumpRestoreStalled", "DlqdumpJobFailed"}
 	var got []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
