@@ -81,7 +81,9 @@ func (cl *Claim) WasQuarantined() bool { return cl.state == StateQuarantined }
 // state its state), rather than made anew: a segment found gone under such
 // a claim was removed by someone, where one under a new record was finished
 // by a holder since the listing.
-func (cl *Claim) TookOver() (owner string, state State, ok bool) { return cl.prevOwner, cl.state, cl.had }
+func (cl *Claim) TookOver() (owner string, state State, ok bool) {
+	return cl.prevOwner, cl.state, cl.had
+}
 
 // TrustedUntil returns until when the claim can be relied on: the start of
 // its last successful write plus the lease less a fifth.
