@@ -22,5 +22,6 @@ var FailReasons = []string{
 // MaxAttempts times ("refused"), that do not decode ("decode"), replayed
 // MaxReplays times ("replays"), and whole segments of another Version
 // ("version"), damaged ("damaged"), whose progress cannot be trusted
-// ("progress") or not encrypted under RequireEncrypted ("unencrypted").
-var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted"}
+// ("progress"), not encrypted under RequireEncrypted ("unencrypted") or
+// holding a block larger than Config.MaxRecordSize allows ("too_large").
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large"}

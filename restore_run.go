@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -163,6 +164,9 @@ func (g *segRun) run(found json.RawMessage) error {
 	}
 	if !g.prog.Done {
 		if err := g.readBlocks(); err != nil {
+			if errors.Is(err, errSetAside) {
+				return nil // quarantined where it stopped
+			}
 			return err
 		}
 		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
@@ -242,7 +246,7 @@ func (g *segRun) readBlocks() error {
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	st := segment.NewStream(g.sr, nil)
+	st := segment.NewStream(g.sr, &segment.StreamOptions{Workers: streamWorkers()})
 	atEnd, err := g.consume(st)
 	_ = st.Close()
 	if err != nil {
@@ -256,6 +260,14 @@ func (g *segRun) readBlocks() error {
 	return nil
 }
 
+// maxStreamWorkers caps the goroutines that decode a segment's blocks ahead
+// of its deliveries: each keeps a decode buffer (up to 1 MiB), so that the
+// Restorer's memory follows its configuration, not the machine's cores;
+// four decode faster than a destination takes records.
+const maxStreamWorkers = 4
+
+func streamWorkers() int { return min(runtime.GOMAXPROCS(0), maxStreamWorkers) }
+
 // consume handles the stream's blocks until its end or an error.
 func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 	for {
@@ -265,6 +277,9 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 		}
 		if err != nil {
 			var ce *segment.CorruptError
+			if errors.As(err, &ce) && errors.Is(err, segment.ErrTooLarge) {
+				return false, g.tooLarge(err)
+			}
 			if errors.As(err, &ce) {
 				g.damaged(err)
 				continue
@@ -280,6 +295,23 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			return false, err
 		}
 	}
+}
+
+// errSetAside ends the reading of a segment that was quarantined at a block
+// (tooLarge).
+var errSetAside = errors.New("dlqdump: segment quarantined")
+
+// tooLarge quarantines the segment at a block larger than the Restorer
+// reads (Config.MaxRecordSize), err saying so. It is not damage: its
+// progress stays at that block, so a Restorer that reads larger blocks
+// goes on from there once the segment is released, and nothing is skipped.
+// It returns errSetAside once quarantined.
+func (g *segRun) tooLarge(err error) error {
+	reason := fmt.Sprintf("%v: this Restorer reads blocks of up to %d bytes; release it to a Restorer with a larger Config.MaxRecordSize", err, g.r.c.maxBlock)
+	if err := g.quarantineWhole("too_large", reason, 0); err != nil {
+		return err
+	}
+	return errSetAside
 }
 
 // damaged records a damaged block: it is skipped, counted in the progress and

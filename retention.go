@@ -249,7 +249,7 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 		keep()
 		return ex, false, err
 	}
-	err = count(f, &ex)
+	err = count(f, &ex, r.c.maxBlock)
 	_ = f.Close()
 	if err != nil {
 		keep()
@@ -285,8 +285,8 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 // segment without one, from its intact blocks; nothing for a segment whose
 // header is damaged. Failing to read it (not damage) is an error: a segment
 // is never expired uncounted.
-func count(f sink.File, ex *ExpiredSegment) error {
-	opts := &segment.ReaderOptions{Name: ex.Name}
+func count(f sink.File, ex *ExpiredSegment, maxBlock int) error {
+	opts := &segment.ReaderOptions{Name: ex.Name, MaxBlockSize: maxBlock}
 	sr, err := segment.NewReader(f, f.Size(), opts)
 	var ce *segment.CorruptError
 	switch {
