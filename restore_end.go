@@ -66,6 +66,8 @@ func (g *segRun) finish() error {
 		g.ended = true
 		return nil
 	}
+	// A released segment's damaged blocks go with it: the dry run says so.
+	g.rep.ReleasedDamagedBlocks += g.prog.Damaged
 	if g.dry {
 		g.rep.Segments++
 		return nil

@@ -241,6 +241,12 @@ type Report struct {
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
+	// ReleasedDamagedBlocks counts the damaged blocks of segments released
+	// from quarantine that the pass finished: their records cannot be
+	// read, the quarantine reported them, and finishing the segment
+	// deletes them with it (archives them, with Archive); a dry run
+	// counts those it would.
+	ReleasedDamagedBlocks int
 	// Completed counts the segments whose previous holder had decided how
 	// to finish them (delete, archive, quarantine, expire) and stopped past
 	// its lease before it was done: the pass completed that decision
