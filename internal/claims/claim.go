@@ -205,7 +205,13 @@ func (d Destination) same(o Destination) bool {
 // that decision (Claimer.Claim returns a *Finished) instead of working on
 // the segment, so the late delete or move finds it done (ErrNotFound,
 // ignored) and the holder's next write fails with ErrLeaseLost. A segment
-// is never restored by one holder while another deletes or quarantines it.
+// is not restored by one holder while another deletes or quarantines it.
+// What remains is a stall that outlasts the taker's completing the move to
+// quarantine, a person releasing the segment and a new claim on it: the
+// late move then takes the segment from under that claim; a restorer that
+// finds its segment gone looks for it and ends its claim in quarantine with
+// its progress (dlqdump's segRun.gone), unless it had read the segment
+// whole already from a file it kept open.
 func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
