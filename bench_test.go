@@ -102,7 +102,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.SetBytes(size / int64(b.N))
 			b.ReportAllocs()
 			b.ResetTimer()
-			stop := sampleHeap()
+			stop := sampleHeap(nil)
 			if err := r.Restore(context.Background()); err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/faults"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/segment"
@@ -23,54 +24,6 @@ import (
 // its fencing write and its effect, past its lease, must neither lose a
 // segment another holder took over uncounted nor move one that was
 // restored meanwhile.
-
-// stopGate is a sink.Reader whose Open, Move, Delete and Discard of segments
-// first call before (when set): a test stops a holder there. Its other
-// calls go straight through (Exists, Names and tables included, so that a
-// claim's own looks are not taken for the holder's steps).
-type stopGate struct {
-	sink.Reader
-	before func(op string, area sink.Area, name string)
-}
-
-func (g *stopGate) hook(op string, area sink.Area, name string) {
-	if g.before != nil {
-		g.before(op, area, name)
-	}
-}
-
-func (g *stopGate) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
-	g.hook("open", area, name)
-	return g.Reader.Open(ctx, area, name)
-}
-
-func (g *stopGate) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
-	g.hook("move", from, name)
-	return g.Reader.Move(ctx, name, from, to, reason)
-}
-
-func (g *stopGate) Delete(ctx context.Context, area sink.Area, name string) error {
-	g.hook("delete", area, name)
-	return g.Reader.Delete(ctx, area, name)
-}
-
-func (g *stopGate) Discard(ctx context.Context, area sink.Area, names ...string) error {
-	for _, n := range names {
-		g.hook("delete", area, n)
-	}
-	return sink.Discard(ctx, g.Reader, area, names...)
-}
-
-func (g *stopGate) Exists(ctx context.Context, area sink.Area, name string) (bool, error) {
-	return sink.Exists(ctx, g.Reader, area, name)
-}
-
-func (g *stopGate) Table(name string) (sink.Records, error) {
-	if t, ok := g.Reader.(sink.Tables); ok {
-		return t.Table(name)
-	}
-	return nil, errors.ErrUnsupported
-}
 
 // once returns a hook that runs f the first time op is called on a ready
 // segment, and does nothing after.
@@ -145,6 +98,26 @@ func recordNames(t *testing.T, rd sink.Reader) []string {
 	return out
 }
 
+// deliveredOnce returns how many deliveries to dst were repeats, how many
+// of items were never delivered, and the deliveries in all.
+func deliveredOnce(dst *countingDest, items []string) (dups, missing, total int) {
+	dups, total = dst.twice()
+	for _, it := range items {
+		if dst.n[it] == 0 {
+			missing++
+		}
+	}
+	return dups, missing, total
+}
+
+// noRecordsLeft fails t if rd keeps a claim record.
+func noRecordsLeft(t *testing.T, rd sink.Reader) {
+	t.Helper()
+	if left := recordNames(t, rd); len(left) > 0 {
+		t.Errorf("claim records left: %v", left)
+	}
+}
+
 // expireCount counts what the retention reports expired.
 type expireCount struct {
 	dlqdump.NopMetrics
@@ -181,9 +154,9 @@ func TestStalledPruneNeverDeletesUncounted(t *testing.T) {
 		dst := &countingDest{}
 
 		// The prune stops before deleting, after its fencing write.
-		pGate := &stopGate{Reader: rd}
+		pGate := &faults.Hooked{Reader: rd}
 		pPaused, pResume := make(chan struct{}), make(chan struct{})
-		pGate.before = once("delete", func() { close(pPaused); <-pResume })
+		pGate.Before = once("delete", func() { close(pPaused); <-pResume })
 		pm := &expireCount{}
 		p := newRestorer(t, dlqdump.Config{Reader: pGate, Queue: dst, Lease: fenceLease, Owner: "prune", MetricsWriter: pm,
 			Retention: dlqdump.Retention{Ready: dlqdump.Limits{MaxAge: time.Hour}}})
@@ -212,8 +185,8 @@ func TestStalledPruneNeverDeletesUncounted(t *testing.T) {
 				pRes = <-pDone
 			})
 		}
-		tGate := &stopGate{Reader: rd}
-		tGate.before = once("open", resume)
+		tGate := &faults.Hooked{Reader: rd}
+		tGate.Before = once("open", resume)
 		tm := &expireCount{}
 		taker := newRestorer(t, dlqdump.Config{Reader: tGate, Queue: dst, Lease: fenceLease, Owner: "taker", MetricsWriter: tm})
 		untilEmpty(t, taker, rd, dlqdump.RunOptions{})
@@ -239,9 +212,7 @@ func TestStalledPruneNeverDeletesUncounted(t *testing.T) {
 		if left := areaNames(t, rd, sink.AreaReady); len(left) > 0 {
 			t.Errorf("ready segments left: %v", left)
 		}
-		if left := recordNames(t, rd); len(left) > 0 {
-			t.Errorf("claim records left: %v", left)
-		}
+		noRecordsLeft(t, rd)
 	})
 }
 
@@ -257,9 +228,9 @@ func TestStalledQuarantineMoveNeverLandsAfterTakeover(t *testing.T) {
 		_, items := seedSegment(t, rd, time.Now().Add(-time.Minute), v1, "b", n)
 		dst := &countingDest{}
 
-		aGate := &stopGate{Reader: rd}
+		aGate := &faults.Hooked{Reader: rd}
 		aPaused, aResume := make(chan struct{}), make(chan struct{})
-		aGate.before = once("move", func() { close(aPaused); <-aResume })
+		aGate.Before = once("move", func() { close(aPaused); <-aResume })
 		a := newRestorer(t, dlqdump.Config{Reader: aGate, Decoder: poisonDecoder{}, Queue: dst, Lease: fenceLease, Owner: "v2", Version: v2})
 		aDone := make(chan error, 1)
 		go func() {
@@ -282,8 +253,8 @@ func TestStalledQuarantineMoveNeverLandsAfterTakeover(t *testing.T) {
 				errA = <-aDone
 			})
 		}
-		bGate := &stopGate{Reader: rd}
-		bGate.before = once("delete", resume)
+		bGate := &faults.Hooked{Reader: rd}
+		bGate.Before = once("delete", resume)
 		b := newRestorer(t, dlqdump.Config{Reader: bGate, Decoder: poisonDecoder{}, Queue: dst, Lease: fenceLease, Owner: "v1", Version: v1})
 		untilEmpty(t, b, rd, dlqdump.RunOptions{})
 		resume()
@@ -294,19 +265,10 @@ func TestStalledQuarantineMoveNeverLandsAfterTakeover(t *testing.T) {
 		untilEmpty(t, b, rd, dlqdump.RunOptions{Area: dlqdump.AreaQuarantine})
 		untilEmpty(t, b, rd, dlqdump.RunOptions{})
 
-		dups, total := dst.twice()
-		missing := 0
-		for _, it := range items {
-			if dst.n[it] == 0 {
-				missing++
-			}
-		}
-		if dups > 0 || missing > 0 {
+		if dups, missing, total := deliveredOnce(dst, items); dups > 0 || missing > 0 {
 			t.Errorf("%d deliveries of %d records (%d before releasing the quarantine): %d delivered twice, %d never", total, n, first, dups, missing)
 		}
-		if left := recordNames(t, rd); len(left) > 0 {
-			t.Errorf("claim records left: %v", left)
-		}
+		noRecordsLeft(t, rd)
 	})
 }
 
@@ -357,8 +319,8 @@ func TestTakerFindingItsSegmentGoneSaysWhereItWent(t *testing.T) {
 		// Someone without the claims moves one aside and removes the
 		// other, as the next restorer, having claimed them, opens them
 		// (a holder that stalled past its lease and went on, a person).
-		bGate := &stopGate{Reader: rd}
-		bGate.before = func(op string, area sink.Area, name string) {
+		bGate := &faults.Hooked{Reader: rd}
+		bGate.Before = func(op string, area sink.Area, name string) {
 			if op != "open" || area != sink.AreaReady {
 				return
 			}
@@ -379,7 +341,7 @@ func TestTakerFindingItsSegmentGoneSaysWhereItWent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bGate.before = nil
+		bGate.Before = nil
 		t.Logf("report %+v", rep)
 		if rep.QuarantinedSegments != 1 || rep.Gone != 1 || mw.get("moved_away") != 1 || mw.get("gone") != 1 {
 			t.Errorf("report %+v, fails %v: want one segment found in quarantine and one gone, each counted", rep, mw.n)
@@ -387,18 +349,9 @@ func TestTakerFindingItsSegmentGoneSaysWhereItWent(t *testing.T) {
 		// Released, the moved one resumes where it was.
 		untilEmpty(t, b, rd, dlqdump.RunOptions{Area: dlqdump.AreaQuarantine})
 		untilEmpty(t, b, rd, dlqdump.RunOptions{})
-		dups, _ := dst.twice()
-		missing := 0
-		for _, it := range items {
-			if dst.n[it] == 0 {
-				missing++
-			}
-		}
-		if dups > 0 || missing > 0 {
+		if dups, missing, _ := deliveredOnce(dst, items); dups > 0 || missing > 0 {
 			t.Errorf("the segment moved aside: %d records delivered twice, %d never", dups, missing)
 		}
-		if left := recordNames(t, rd); len(left) > 0 {
-			t.Errorf("claim records left: %v", left)
-		}
+		noRecordsLeft(t, rd)
 	})
 }

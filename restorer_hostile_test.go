@@ -74,47 +74,24 @@ func hostileRestoreChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	var onPeak func()
 	if profile != "" {
 		runtime.MemProfileRate = 64 << 10
-	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak {
-				peak = ms.HeapInuse
-				if profile != "" {
-					if f, err := os.Create(profile); err == nil {
-						_ = pprof.Lookup("heap").WriteTo(f, 0)
-						_ = f.Close()
-					}
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
+		onPeak = func() {
+			if f, err := os.Create(profile); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				_ = f.Close()
 			}
 		}
-	}()
+	}
+	stop := sampleHeap(onPeak)
 	err = r.Restore(context.Background())
-	close(stop)
-	<-sampled
+	peak := stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(peak-min(peak, base), count.Load())
+	fmt.Println(peak, count.Load())
 	return 0
 }
 
@@ -190,8 +167,9 @@ func TestRestoreHostileSegmentHeapBounded(t *testing.T) {
 }
 
 // sampleHeap samples the heap in use every 5ms until the returned stop is
-// called, which returns the peak beyond where it was at the start.
-func sampleHeap() (stop func() uint64) {
+// called, which returns the peak beyond where it was at the start; onPeak,
+// when not nil, is called at each new peak.
+func sampleHeap(onPeak func()) (stop func() uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -205,7 +183,12 @@ func sampleHeap() (stop func() uint64) {
 		for {
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+				if onPeak != nil {
+					onPeak()
+				}
+			}
 			select {
 			case <-done:
 				return
@@ -257,7 +240,7 @@ func BenchmarkRestoreHostileHeap(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		stop := sampleHeap()
+		stop := sampleHeap(nil)
 		err = r.Restore(context.Background())
 		worst = max(worst, stop())
 		if err != nil || count.Load() != int64(n) {

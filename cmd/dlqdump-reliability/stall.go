@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/faults/restorefaults"
-	"github.com/dlqdump/dlqdump/s3/s3test"
 )
 
 // stallBlock names the block of docs/RELIABILITY.md the stall enumeration
@@ -26,17 +25,9 @@ const stallBlock = "restore-stall-enumeration"
 // versitygw (gofakes3 when there is none).
 func stalls(o *options) []result {
 	start := time.Now()
-	base, err := os.MkdirTemp("", "dlqdump-stalls-")
+	dirs, s3s, stop, err := restoreStores("dlqdump-stalls-")
 	if err != nil {
 		return []result{{section: "stall enumeration", figures: err.Error(), bound: "run"}}
-	}
-	defer os.RemoveAll(base)
-	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
-	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-reliability"})
-	if err != nil {
-		if srv, stop, err = s3test.NewFake(nil); err != nil {
-			return []result{{section: "stall enumeration", figures: err.Error(), bound: "run"}}
-		}
 	}
 	defer stop()
 	sel, which := restorefaults.StallsEvery, "every delete and move, paused before and after"
@@ -57,7 +48,7 @@ func stalls(o *options) []result {
 		"(its checkpoint held by the pause), every intact record delivered or its segment expired (counted once) or "+
 		"deleted by the policy, the records released from quarantine counted once as quarantined, nothing left in the "+
 		"store. Before issue 30's fix, 7 of CI's 36 runs on a directory failed.\n\n")
-	for _, st := range []restorefaults.Store{dirs, restorefaults.S3Store(srv)} {
+	for _, st := range []restorefaults.Store{dirs, s3s} {
 		h := &restorefaults.StallHarness{Store: st}
 		n := 0
 		rep, err := h.RunStalls(context.Background(), sel, func(r *restorefaults.Result) {

@@ -404,13 +404,13 @@ func (h *StallHarness) stallRun(ctx context.Context, hd *Holder, pt *faults.Poin
 			if at != ResumeDrained {
 				// The holder goes on as the taker touches the segment
 				// it was finishing, and the taker waits for it.
-				rd = &resumeAt{Reader: p.Reader, name: finishing(p), at: at, resume: func() {
+				rd = resumeAt(p.Reader, finishing(p), at, func() {
 					in.Resume()
 					select {
 					case <-holderDone:
 					case <-time.After(jobDeadline):
 					}
-				}}
+				})
 			}
 			if err := drain(ctx, takerCfg(rd, "taker"), p.Reader); err != nil {
 				errs = append(errs, "the restorer taking over during the pause: "+err.Error())
@@ -610,56 +610,14 @@ func finishing(p *Place) string {
 	return ""
 }
 
-// resumeAt is the taker's store: its first open, move or delete of the
-// segment name (with at ResumeAtEffect, its first move or delete) calls
-// resume first.
-type resumeAt struct {
-	sink.Reader
-	name   string
-	at     Resume
-	resume func()
-	once   sync.Once
-}
-
-func (r *resumeAt) touch(effect bool, name string) {
-	if name == r.name && (effect || r.at == ResumeAtOpen) {
-		r.once.Do(r.resume)
-	}
-}
-
-func (r *resumeAt) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
-	r.touch(false, name)
-	return r.Reader.Open(ctx, area, name)
-}
-
-func (r *resumeAt) Move(ctx context.Context, name string, from, to sink.Area, reason string) error {
-	r.touch(true, name)
-	return r.Reader.Move(ctx, name, from, to, reason)
-}
-
-func (r *resumeAt) Delete(ctx context.Context, area sink.Area, name string) error {
-	r.touch(true, name)
-	return r.Reader.Delete(ctx, area, name)
-}
-
-// Discard is the inner store's, through sink.Discard (Delete's hook
-// included where it has none).
-func (r *resumeAt) Discard(ctx context.Context, area sink.Area, names ...string) error {
-	for _, n := range names {
-		r.touch(true, n)
-	}
-	return sink.Discard(ctx, r.Reader, area, names...)
-}
-
-// Exists looks without counting as a touch.
-func (r *resumeAt) Exists(ctx context.Context, area sink.Area, name string) (bool, error) {
-	return sink.Exists(ctx, r.Reader, area, name)
-}
-
-// Table hands out the inner store's tables.
-func (r *resumeAt) Table(name string) (sink.Records, error) {
-	if t, ok := r.Reader.(sink.Tables); ok {
-		return t.Table(name)
-	}
-	return nil, fmt.Errorf("%T keeps no tables", r.Reader)
+// resumeAt returns the taker's store: its first open, move or delete of
+// the segment name (with at ResumeAtEffect, its first move or delete)
+// calls resume first.
+func resumeAt(rd sink.Reader, name string, at Resume, resume func()) sink.Reader {
+	var once sync.Once
+	return &faults.Hooked{Reader: rd, Before: func(op string, _ sink.Area, n string) {
+		if n == name && (op != "open" || at == ResumeAtOpen) {
+			once.Do(resume)
+		}
+	}}
 }
