@@ -119,7 +119,7 @@ type Config struct {
 	// memory a segment can make
 	// a Restorer hold, whatever the segment claims: about one block of
 	// that size while it is delivered (docs/MEMORY.md). Give the Queue and
-	// the Restorer the same value. At most 64 MiB. Default 16 MiB.
+	// the Restorer the same value. At most 64 MiB. Default 8 MiB.
 	MaxRecordSize MemorySize
 	// Codec is how blocks are compressed. Default Zstd.
 	Codec Codec
@@ -504,7 +504,7 @@ func badDestinations(d map[string]queue.Enqueuer) string {
 const maxConcurrency = 1024
 
 // defaultMaxRecordSize is Config.MaxRecordSize's default.
-const defaultMaxRecordSize = 16 * Megabyte
+const defaultMaxRecordSize = 8 * Megabyte
 
 // maxRecordSize returns Config.MaxRecordSize, checked, or its default.
 func (c *Config) maxRecordSize() (int, error) {

@@ -308,7 +308,11 @@ var errSetAside = errors.New("dlqdump: segment quarantined")
 // It returns errSetAside once quarantined.
 func (g *segRun) tooLarge(err error) error {
 	reason := fmt.Sprintf("%v: this Restorer reads blocks of up to %d bytes; release it to a Restorer with a larger Config.MaxRecordSize", err, g.r.c.maxBlock)
-	if err := g.quarantineWhole("too_large", reason, 0); err != nil {
+	var left int
+	if ft := g.sr.Footer(); ft != nil && ft.Records > g.prog.Seq {
+		left = int(ft.Records - g.prog.Seq) // from that block on
+	}
+	if err := g.quarantineWhole("too_large", reason, left); err != nil {
 		return err
 	}
 	return errSetAside
