@@ -126,17 +126,18 @@ func restoreHeap(t *testing.T, dir string) (peak uint64, delivered int) {
 // delivered from 64 MiB blocks).
 func TestRestoreHostileSegmentHeapBounded(t *testing.T) {
 	const bound = 64 << 20
-	hostile := segment.MaxBlockSize
+	hostile, hostileBlocks := segment.MaxBlockSize, 3
 	capped, segments := int(8<<20), 8 // Config.MaxRecordSize's default; SegmentsInFlight's
 	if dlqdump.RaceEnabled || testing.Short() {
-		// The race detector is slow on millions of records.
-		hostile, capped, segments = 32<<20, 2<<20, 3
+		// The race detector is slow on millions of records: one block
+		// just over the cap, and smaller ones under it.
+		hostile, hostileBlocks, capped, segments = 9<<20, 1, 1<<20, 3
 	}
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	t.Run("hostile", func(t *testing.T) {
 		dir := t.TempDir()
-		n := writeHostileSegment(t, dir, created, hostile, 3)
+		n := writeHostileSegment(t, dir, created, hostile, hostileBlocks)
 		peak, delivered := restoreHeap(t, dir)
 		q, _ := filepath.Glob(filepath.Join(dir, fs.QuarantineDir, "*.dlq"))
 		t.Logf("a segment of %d records in blocks of %d raw bytes: %d delivered, %d segment quarantined; peak heap %.1f MiB beyond the start",
