@@ -25,6 +25,15 @@ type WriterOptions struct {
 	// every block, those given to WriteBlock included. Default nil: not
 	// encrypted.
 	Key *DataKey
+	// Summarize writes a summary of the records (summary.go) before the
+	// footer, for selections to skip the segment or blocks of it: its
+	// header keys and values, and per block a filter of the header values
+	// and one of the payloads' bytes. Blocks given to WriteBlock must then
+	// be summarized (EncodedBlock.Summarize); one that is not leaves the
+	// segment without a summary. The header says the segment may carry
+	// one (flag bit 1), which readers that predate summaries refuse.
+	// Default false: no summary, the layout as before.
+	Summarize bool
 }
 
 // Writer writes one segment: the header when created, then blocks, then the
@@ -46,6 +55,7 @@ type Writer struct {
 	stored   uint64
 	min, max int64
 	closed   bool
+	sum      *sumAcc // the blocks' summaries, with Summarize
 
 	// Record-level API state, set up on first use.
 	opts WriterOptions
@@ -60,9 +70,12 @@ type Writer struct {
 // opts.Key) and h.Encrypted to whether opts.Key is set; a zero h.Created is
 // set to now and a zero h.ID to a new ID.
 func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
-	h.FormatVersion, h.Encrypted = FormatVersion, false
+	h.FormatVersion, h.Encrypted, h.Summarized = FormatVersion, false, false
 	if opts != nil && opts.Key != nil {
 		h.FormatVersion, h.Encrypted = FormatVersionEncrypted, true
+	}
+	if opts != nil && opts.Summarize {
+		h.Summarized = true
 	}
 	if h.Created.IsZero() {
 		h.Created = time.Now()
@@ -76,6 +89,9 @@ func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
 	sw := &Writer{w: w, hdr: h}
 	if opts != nil {
 		sw.opts = *opts
+	}
+	if h.Summarized {
+		sw.sum = &sumAcc{}
 	}
 	if sw.opts.BlockSize <= 0 {
 		sw.opts.BlockSize = DefaultBlockSize
@@ -151,6 +167,9 @@ func (w *Writer) Truncate(size int64) error {
 		return fmt.Errorf("dlqdump: truncate segment to %d: not the end of a block", size)
 	}
 	w.index = w.index[:n]
+	if w.sum != nil {
+		w.sum.truncate(n)
+	}
 	w.off = size
 	w.records, w.raw, w.stored, w.min, w.max = 0, 0, 0, 0, 0
 	for i, b := range w.index {
@@ -188,6 +207,9 @@ func (w *Writer) WriteBlock(e *EncodedBlock) error {
 	}
 	info.Offset = w.off
 	w.index = append(w.index, info)
+	if w.sum != nil {
+		w.sum.add(&e.sum)
+	}
 	w.off += int64(len(buf))
 	if w.records == 0 {
 		w.min, w.max = info.MinTime, info.MaxTime
@@ -304,6 +326,9 @@ func (w *Writer) flushBlock() error {
 		w.comp = c
 	}
 	w.comp.Encode(&w.eb, &w.bb)
+	if w.sum != nil {
+		w.eb.Summarize(&w.bb)
+	}
 	if err := w.WriteBlock(&w.eb); err != nil {
 		return err
 	}
@@ -320,7 +345,14 @@ func (w *Writer) Close() error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	b := appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now())
+	var sum []byte
+	if w.sum != nil {
+		var err error
+		if sum, err = w.summary(); err != nil {
+			return err
+		}
+	}
+	b := append(sum, appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now(), len(sum))...)
 	if _, err := w.w.Write(b); err != nil {
 		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", w.off, err)
 	}
@@ -358,12 +390,35 @@ func putCompressor(c *Compressor) {
 	p.(*sync.Pool).Put(c)
 }
 
-// appendFooter appends footer and trailer.
-func appendFooter(dst []byte, index []BlockInfo, records, raw, stored uint64, minT, maxT int64, sealed time.Time) []byte {
+// summary encodes the segment's summary section; in an encrypted segment
+// its body is sealed under the next nonce counter, as a block would be (a
+// retried Close seals it again under a new one).
+func (w *Writer) summary() ([]byte, error) {
+	var counter uint32
+	if w.seal != nil {
+		if w.counter == math.MaxUint32 {
+			return nil, fmt.Errorf("%w: %d blocks sealed in one segment", ErrTooLarge, w.counter)
+		}
+		counter = w.counter
+		w.counter++
+	}
+	return w.sum.encode(summaryBudget(w.stored), w.seal, counter), nil
+}
+
+// summaryBudget is the most bytes a summary of a segment of stored bytes of
+// blocks may take: a sixteenth of them, and at least 64 KiB (the filters are
+// folded to fit).
+func summaryBudget(stored uint64) int {
+	return int(min(max(stored/16, 64<<10), MaxSummarySize))
+}
+
+// appendFooter appends footer and trailer; summaryLen is the size of the
+// summary section just before the footer, 0 for none.
+func appendFooter(dst []byte, index []BlockInfo, records, raw, stored uint64, minT, maxT int64, sealed time.Time, summaryLen int) []byte {
 	start := len(dst)
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, blockMagic)
-	dst = append(dst, blockTypeFooter, 0, 0, 0)
+	dst = append(dst, blockTypeFooter, byte(summaryLen), byte(summaryLen>>8), byte(summaryLen>>16))
 	dst = le.AppendUint32(dst, uint32(len(index)))
 	dst = le.AppendUint64(dst, records)
 	dst = le.AppendUint64(dst, raw)
@@ -400,7 +455,7 @@ func Seal(w io.Writer, s *ScanResult) error {
 		raw += uint64(b.RawLen)
 		stored += uint64(b.StoredLen)
 	}
-	b := appendFooter(nil, s.Blocks, s.Records, raw, stored, minT, maxT, time.Now())
+	b := appendFooter(nil, s.Blocks, s.Records, raw, stored, minT, maxT, time.Now(), 0)
 	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", s.End, err)
 	}
