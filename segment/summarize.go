@@ -273,7 +273,6 @@ func halveHeaders(f []byte) []byte {
 	return f[:half]
 }
 
-
 // sumAcc gathers the blocks' summaries of a segment being written.
 type sumAcc struct {
 	blocks   []blockFilter
