@@ -98,17 +98,19 @@ func (e *Encryption) keyring() segment.KeyUnwrapper {
 }
 
 // segmentOptions returns the options of a new segment the Queue writes:
-// with a new data key when encrypting.
+// with a summary unless NoSummary, with a new data key when encrypting.
 func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
+	o := &segment.WriterOptions{Summarize: !q.c.NoSummary}
 	e := q.c.Encryption
 	if e == nil {
-		return nil, nil
+		return o, nil
 	}
 	dk, err := envelope.NewDataKey(q.ctx, e.Recipients...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: new data key: %w", err)
 	}
-	return &segment.WriterOptions{Key: dk}, nil
+	o.Key = dk
+	return o, nil
 }
 
 // readerOptions returns the options the Restorer reads segment name with.
