@@ -100,7 +100,7 @@ func (e *Encryption) keyring() segment.KeyUnwrapper {
 // segmentOptions returns the options of a new segment the Queue writes:
 // with a summary unless NoSummary, with a new data key when encrypting.
 func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
-	o := &segment.WriterOptions{Summarize: !q.c.NoSummary}
+	o := &segment.WriterOptions{Summarize: !q.c.NoSummary, MaxSize: int64(q.c.Capacity)}
 	e := q.c.Encryption
 	if e == nil {
 		return o, nil

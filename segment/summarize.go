@@ -22,6 +22,11 @@ import (
 // payloads lack the text through: 0.4^7 < 0.2% for 9 bytes.
 const gramFill = 0.4
 
+// gramUseless is the share of bits set beyond which an n-gram filter is
+// not kept: one of random or binary payloads, which lets almost any text
+// through.
+const gramUseless = 0.85
+
 // hdrBitsPerItem sizes a header filter: with 3 hash functions, 8 bits per
 // distinct key and value give about 3% false positives.
 const hdrBitsPerItem = 8
@@ -175,8 +180,24 @@ func (s *blockSum) build(raw []byte, count int) {
 		s.grams = binary.LittleEndian.AppendUint64(s.grams, w)
 	}
 	s.grams = fold(s.grams, gramFill)
-	s.flags |= filtGrams
+	if float64(popcount(s.grams)) <= gramUseless*float64(len(s.grams)*8) {
+		s.flags |= filtGrams
+	} else {
+		s.grams = s.grams[:0] // binary or random payloads: it would let everything through
+	}
 	s.valid = true
+}
+
+// size returns the bytes the block takes in its segment's summary.
+func (s *blockSum) size() int {
+	n := 1
+	if s.flags&filtHeaders != 0 {
+		n += 1 + len(s.hdr)
+	}
+	if s.flags&filtGrams != 0 {
+		n += 1 + len(s.grams)
+	}
+	return n
 }
 
 // addValue records a header key and value of the block; newKey reports that
@@ -273,18 +294,60 @@ func halveHeaders(f []byte) []byte {
 	return f[:half]
 }
 
-// sumAcc gathers the blocks' summaries of a segment being written.
+// sumAcc gathers the blocks' summaries of a segment being written. Its
+// filters are halved as it goes when they exceed maxSummaryBytes, so that a
+// Writer holds at most that much of them.
 type sumAcc struct {
 	blocks   []blockFilter
 	keys     map[string]*accKey
 	overflow bool // a key was left out: the keys are not all listed
 	broken   bool // a block came without a summary: write none
+	// The size of the body so far, but for its block and key counts.
+	filterBytes int
+	keyBytes    int
 }
+
+// maxSummaryBytes bounds a summary: a Writer folds its filters to stay
+// within it, and a reader of a summary holds at most that much of it.
+const maxSummaryBytes = 4 << 20
 
 type accKey struct {
 	values map[string]struct{}
 	bytes  int
 	many   bool
+}
+
+// valueBytes is what the key's values take in the body: their count and,
+// each, its length and bytes (at most 2 bytes of length: values are at
+// most maxValueBytes).
+func (k *accKey) valueBytes() int {
+	if k.many {
+		return 0
+	}
+	return uvarintLen(uint64(len(k.values))) + 2*len(k.values) + k.bytes
+}
+
+// size returns an upper bound of the size of the summary's section as it
+// would be encoded now (before any folding to a budget), with one more
+// block of the given summary (nil: none).
+func (a *sumAcc) size(next *blockSum, sealed bool) int {
+	n, blocks, keys := a.filterBytes+a.keyBytes, len(a.blocks), len(a.keys)
+	if next != nil {
+		n += next.size()
+		blocks++
+		keys += len(next.keys) // a bound: keys new to the segment
+		for i := range next.keys {
+			n += 2*uvarintLen(uint64(len(next.keys[i].key))) + len(next.keys[i].key) + 2
+			for _, v := range next.keys[i].values {
+				n += 2 + len(v)
+			}
+		}
+	}
+	n += sumFixed + 4 + uvarintLen(uint64(blocks)) + 1 + uvarintLen(uint64(keys))
+	if sealed {
+		n += TagSize
+	}
+	return n
 }
 
 // add takes the summary of the next block.
@@ -301,6 +364,9 @@ func (a *sumAcc) add(s *blockSum) {
 		f.grams = slices.Clone(s.grams)
 	}
 	a.blocks = append(a.blocks, f)
+	a.filterBytes += s.size()
+	for a.filterBytes > maxSummaryBytes && a.shrink() {
+	}
 	if s.overflow {
 		a.overflow = true
 	}
@@ -317,11 +383,13 @@ func (a *sumAcc) add(s *blockSum) {
 			}
 			k = &accKey{values: map[string]struct{}{}}
 			a.keys[kv.key] = k
+			a.keyBytes += uvarintLen(uint64(len(kv.key))) + len(kv.key) + 1 + 1
 		}
 		if k.many {
 			continue
 		}
 		if kv.many {
+			a.keyBytes -= k.valueBytes()
 			k.values, k.many = nil, true
 			continue
 		}
@@ -330,11 +398,14 @@ func (a *sumAcc) add(s *blockSum) {
 				continue
 			}
 			if len(k.values) >= maxValues || k.bytes+len(v) > maxValueBytes {
+				a.keyBytes -= k.valueBytes()
 				k.values, k.many = nil, true
 				break
 			}
+			a.keyBytes -= k.valueBytes()
 			k.values[v] = struct{}{}
 			k.bytes += len(v)
+			a.keyBytes += k.valueBytes()
 		}
 	}
 }
@@ -342,6 +413,9 @@ func (a *sumAcc) add(s *blockSum) {
 // truncate forgets the summaries of the blocks after the first n. The keys
 // and values of those blocks stay: a summary may list more than there is.
 func (a *sumAcc) truncate(n int) {
+	for i := n; i < len(a.blocks); i++ {
+		a.filterBytes -= a.blocks[i].size()
+	}
 	clear(a.blocks[n:])
 	a.blocks = a.blocks[:n]
 }
@@ -369,8 +443,11 @@ func (a *sumAcc) encode(budget int, seal *sealer, counter uint32) []byte {
 	}
 }
 
-// shrink halves the largest filters of every block, n-gram filters first,
-// and reports whether anything was left to halve.
+// shrink makes the summary smaller, saying less, and reports whether
+// anything was left to drop: it halves the largest filters of every block,
+// n-gram filters first; once they are all at their smallest it lists the
+// values of the key with the most no more, then no keys at all, then drops
+// the n-gram filters and the header filters.
 func (a *sumAcc) shrink() bool {
 	for _, grams := range []bool{true, false} {
 		largest := 0
@@ -381,19 +458,72 @@ func (a *sumAcc) shrink() bool {
 			continue
 		}
 		for i := range a.blocks {
-			f := a.blocks[i].filter(grams)
-			if len(f) == largest {
-				if grams {
-					f = halve(f)
-				} else {
-					f = halveHeaders(f)
-				}
-				a.blocks[i].setFilter(grams, f)
+			b := &a.blocks[i]
+			f := b.filter(grams)
+			if len(f) != largest {
+				continue
 			}
+			if grams {
+				f = halve(f)
+			} else {
+				f = halveHeaders(f)
+			}
+			a.filterBytes -= len(f)
+			if grams && float64(popcount(f)) > gramUseless*float64(len(f)*8) {
+				// Too full to rule anything out: its bytes are
+				// better spent on the other filters.
+				a.filterBytes -= 1 + len(f)
+				b.flags &^= filtGrams
+				f = nil
+			}
+			b.setFilter(grams, f)
 		}
 		return true
 	}
+	var most *accKey
+	for _, k := range a.keys {
+		if !k.many && (most == nil || k.valueBytes() > most.valueBytes()) {
+			most = k
+		}
+	}
+	if most != nil {
+		a.keyBytes -= most.valueBytes()
+		most.values, most.many = nil, true
+		return true
+	}
+	if len(a.keys) > 0 {
+		a.keys, a.keyBytes, a.overflow = nil, 0, true
+		return true
+	}
+	for _, flag := range []uint8{filtGrams, filtHeaders} {
+		dropped := false
+		for i := range a.blocks {
+			b := &a.blocks[i]
+			if b.flags&flag != 0 {
+				a.filterBytes -= b.size()
+				b.flags &^= flag
+				b.setFilter(flag == filtGrams, nil)
+				a.filterBytes += b.size()
+				dropped = true
+			}
+		}
+		if dropped {
+			return true
+		}
+	}
 	return false
+}
+
+// size returns the bytes the block's filters take in the summary's body.
+func (b *blockFilter) size() int {
+	n := 1
+	if b.flags&filtHeaders != 0 {
+		n += 1 + len(b.hdr)
+	}
+	if b.flags&filtGrams != 0 {
+		n += 1 + len(b.grams)
+	}
+	return n
 }
 
 func (b *blockFilter) filter(grams bool) []byte {

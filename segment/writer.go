@@ -34,6 +34,13 @@ type WriterOptions struct {
 	// one (flag bit 1), which readers that predate summaries refuse.
 	// Default false: no summary, the layout as before.
 	Summarize bool
+	// MaxSize, when positive, bounds the sealed segment's size with its
+	// summary: the summary is made smaller, or left out, to fit (blocks
+	// are not: the caller seals before a block that would not fit, as
+	// SealedSizeOf tells). Default 0: the summary takes at most a
+	// sixteenth of the blocks' stored bytes (and at least 4 KiB, at most
+	// 4 MiB).
+	MaxSize int64
 }
 
 // Writer writes one segment: the header when created, then blocks, then the
@@ -134,18 +141,52 @@ func (w *Writer) Records() uint64 { return w.records }
 // Blocks returns the number of blocks written so far.
 func (w *Writer) Blocks() int { return len(w.index) }
 
-// SealedSize returns the size the segment would have if a block of blockLen
-// bytes (0 for none; as EncodedBlock.Len, before encryption adds TagSize)
-// were written and the segment then sealed.
+// SealedSize returns the size the segment would have, at most, if a block
+// of blockLen bytes (0 for none; as EncodedBlock.Len, before encryption
+// adds TagSize) were written and the segment then sealed; with
+// WriterOptions.Summarize, the block's summary is taken to be of a small
+// block (SealedSizeOf knows it).
 func (w *Writer) SealedSize(blockLen int) int64 {
+	var small *blockSum
+	if blockLen > 0 && w.sum != nil {
+		small = &blockSum{flags: filtHeaders | filtGrams, hdr: make([]byte, 8), grams: make([]byte, 8)}
+	}
+	return w.sealedSize(blockLen, small)
+}
+
+// SealedSizeOf returns the size the segment would have, at most, if e were
+// written and the segment then sealed, e's summary included.
+func (w *Writer) SealedSizeOf(e *EncodedBlock) int64 {
+	return w.sealedSize(e.Len(), &e.sum)
+}
+
+func (w *Writer) sealedSize(blockLen int, sum *blockSum) int64 {
 	n := len(w.index)
+	stored := w.stored
 	if blockLen > 0 {
 		n++
 		if w.seal != nil {
 			blockLen += TagSize
 		}
+		stored += uint64(blockLen - BlockHeaderSize)
 	}
-	return w.off + int64(blockLen) + footerSize(n)
+	size := w.off + int64(blockLen) + footerSize(n)
+	if w.sum != nil && !w.sum.broken {
+		// The summary is folded to its budget, or left out, when it
+		// is larger.
+		size += int64(min(w.sum.size(sum, w.seal != nil), w.summaryBudget(stored, size)))
+	}
+	return size
+}
+
+// summaryBudget is the most bytes the summary of a segment of stored bytes
+// of blocks, size bytes without its summary, may take.
+func (w *Writer) summaryBudget(stored uint64, size int64) int {
+	b := summaryBudget(stored)
+	if w.opts.MaxSize > 0 {
+		b = min(b, int(max(0, w.opts.MaxSize-size)))
+	}
+	return b
 }
 
 // Truncate forgets the blocks at and after offset size, which must be the end
@@ -402,14 +443,14 @@ func (w *Writer) summary() ([]byte, error) {
 		counter = w.counter
 		w.counter++
 	}
-	return w.sum.encode(summaryBudget(w.stored), w.seal, counter), nil
+	return w.sum.encode(w.summaryBudget(w.stored, w.off+footerSize(len(w.index))), w.seal, counter), nil
 }
 
 // summaryBudget is the most bytes a summary of a segment of stored bytes of
-// blocks may take: a sixteenth of them, and at least 64 KiB (the filters are
-// folded to fit).
+// blocks may take: a sixteenth of them, at least 4 KiB and at most
+// maxSummaryBytes (the filters are folded to fit).
 func summaryBudget(stored uint64) int {
-	return int(min(max(stored/16, 64<<10), MaxSummarySize))
+	return int(min(max(stored/16, 4<<10), maxSummaryBytes))
 }
 
 // appendFooter appends footer and trailer; summaryLen is the size of the
