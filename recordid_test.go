@@ -23,7 +23,7 @@ func TestRecordIDsUnique(t *testing.T) {
 		n = 100_000
 	}
 	dir := t.TempDir()
-	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 4 * dlqdump.Megabyte, Codec: dlqdump.S2,
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 128 * dlqdump.Kilobyte, Codec: dlqdump.S2,
 		MaxPending: 64 * dlqdump.Megabyte})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestRecordIDsUnique(t *testing.T) {
 // carried through a replay) is a new record, with an ID of its own.
 func TestQueueDropsRecordIDHeader(t *testing.T) {
 	dir := t.TempDir()
-	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}})
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: dlqdump.Megabyte})
 	if err != nil {
 		t.Fatal(err)
 	}

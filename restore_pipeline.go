@@ -424,6 +424,7 @@ func (rep *Report) add(o *Report) {
 	rep.Claimed += o.Claimed
 	rep.DamagedBlocks += o.DamagedBlocks
 	rep.NoKeySegments += o.NoKeySegments
+	rep.SkippedSegments += o.SkippedSegments
 	if rep.ByReason == nil && len(o.ByReason) > 0 {
 		rep.ByReason = map[string]uint64{}
 	}
