@@ -3,11 +3,14 @@ package dlqdump_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/gen"
+	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -90,5 +93,58 @@ func TestSelectivePassSkipsSegments(t *testing.T) {
 	}
 	if rep.Delivered != 2 || rep.SkippedSegments != 5 || quarantined != 5 {
 		t.Fatalf("quarantine pass: %+v; %d still quarantined, want 5", rep, quarantined)
+	}
+}
+
+// TestFullSegmentsKeepSummaries: a Queue seals a segment before a block
+// whose summary would not fit Capacity, so that segments filled to
+// Capacity keep summaries that rule out a rare text everywhere but where
+// it is. (Before, the summary was squeezed into what the blocks left:
+// every segment kept a summary of a few bytes, and every one was read.)
+func TestFullSegmentsKeepSummaries(t *testing.T) {
+	dir := t.TempDir()
+	g := gen.New(3)
+	const capacity = dlqdump.Megabyte
+	q := newQueue(t, dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: capacity})
+	for i := range 60000 {
+		p := g.Event(300)
+		if i == 32345 {
+			p = []byte(`{"note":"needle-7f3a9c"}`)
+		}
+		if err := q.Enqueue(dlqdump.Envelope{Item: p, Headers: dlqdump.Headers{"n": fmt.Sprint(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := selection.Parse(`payload ~ "needle-7f3a9c"`, nil)
+	var segs, read int
+	for _, path := range segmentsIn(t, dir) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if st.Size() > int64(capacity) {
+			t.Fatalf("%s: %d bytes, Capacity %d", path, st.Size(), capacity)
+		}
+		r, err := segment.NewReader(f, st.Size(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := r.Summary()
+		if sum == nil || err != nil {
+			t.Fatalf("%s: no summary (%v)", path, err)
+		}
+		hdr := r.Header()
+		if !sel.SkipSegment(&selection.Segment{Header: &hdr, Footer: r.Footer(), Summary: sum}) {
+			read++
+		}
+		segs++
+		f.Close()
+	}
+	if segs < 4 || read > 1 {
+		t.Fatalf("a rare text is read in %d of %d segments, want 1", read, segs)
 	}
 }

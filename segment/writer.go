@@ -173,8 +173,11 @@ func (w *Writer) sealedSize(blockLen int, sum *blockSum) int64 {
 	size := w.off + int64(blockLen) + footerSize(n)
 	if w.sum != nil && !w.sum.broken {
 		// The summary is folded to its budget, or left out, when it
-		// is larger.
-		size += int64(min(w.sum.size(sum, w.seal != nil), w.summaryBudget(stored, size)))
+		// is larger. MaxSize is not taken off it here: a caller that
+		// seals before a block whose summary would not fit keeps the
+		// room for it (Close makes it fit MaxSize when it must: after
+		// a first block that fills the segment alone).
+		size += int64(min(w.sum.size(sum, w.seal != nil), summaryBudget(stored)))
 	}
 	return size
 }
