@@ -269,7 +269,7 @@ function searchParams() {
 async function startSearch() {
   S.gen = (S.gen || 0) + 1;
   S.search = searchParams();
-  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.unsearched = 0; S.searchDone = false; S.pages = 0;
+  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.skipped = 0; S.unsearched = 0; S.searchDone = false; S.pages = 0;
   clear($('rec-body'));
   $('detail').hidden = true;
   await nextPage();
@@ -290,6 +290,7 @@ async function nextPage() {
       if (gen !== S.gen) return;
       S.pages++;
       S.scanned += r.scanned; S.segmentsScanned += r.segments; S.unsearched += r.unsearched || 0;
+      S.skipped = (S.skipped || 0) + (r.skipped_segments || 0);
       for (const rec of r.records) { S.records.push(rec); $('rec-body').append(recordRow(rec)); }
       S.next = r.next || '';
       if (r.errors) flash(r.errors.join('; '), true);
@@ -304,6 +305,7 @@ async function nextPage() {
 }
 function status() {
   let t = fmtNum(S.records.length) + ' record' + (S.records.length === 1 ? '' : 's') + ' shown · ' + fmtNum(S.scanned) + ' looked at in ' + fmtNum(S.segmentsScanned) + ' segment reads';
+  if (S.skipped) t += ' · ' + fmtNum(S.skipped) + ' segments skipped (their summaries rule the selection out)';
   t += S.searchDone ? ' · end of the selection' : S.searching ? ' · searching…' : '';
   if (S.unsearched) t += ' · ' + fmtNum(S.unsearched) + ' records of encrypted segments not searched (no identity given)';
   $('search-status').textContent = t;
