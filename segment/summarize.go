@@ -27,9 +27,11 @@ const gramFill = 0.4
 // through.
 const gramUseless = 0.85
 
-// hdrBitsPerItem sizes a header filter: with 3 hash functions, 8 bits per
-// distinct key and value give about 3% false positives.
-const hdrBitsPerItem = 8
+// hdrBitsPerItem sizes a header filter: with 4 hash functions, 12 bits per
+// distinct key and value give about 0.6% false positives, so that a value
+// unique to one record (an order ID) lets few of a segment's hundreds of
+// blocks through.
+const hdrBitsPerItem = 12
 
 // blockSum is the summary of one block.
 type blockSum struct {
@@ -160,17 +162,14 @@ func (s *blockSum) build(raw []byte, count int) {
 	}
 	if hashes := sm.seen.hashes; len(hashes) > 0 {
 		s.flags |= filtHeaders
-		n := max(len(hashes)*hdrBitsPerItem, 1<<minFilterLog2)
-		l := min(max(bitsLen(n-1), minFilterLog2), maxFilterLog2)
-		s.hdr = slices.Grow(s.hdr[:0], 1<<l/8)[:1<<l/8]
+		// A multiple of 64 bits, not of a power of two: a hash is
+		// taken modulo the size, and halving (ORing the halves) keeps
+		// every bit where the half's modulo finds it.
+		n := min(max((len(hashes)*hdrBitsPerItem+63)/64*64, 1<<minFilterLog2), 1<<maxFilterLog2)
+		s.hdr = slices.Grow(s.hdr[:0], n/8)[:n/8]
 		clear(s.hdr)
-		mask := uint32(1<<l - 1)
 		for _, h := range hashes {
-			h1, h2 := uint32(h), uint32(h>>32)|1
-			for k := range uint32(3) {
-				j := (h1 + k*h2) & mask
-				s.hdr[j>>3] |= 1 << (j & 7)
-			}
+			setHeaderBits(s.hdr, h)
 		}
 	} else {
 		s.hdr = s.hdr[:0]
@@ -192,7 +191,7 @@ func (s *blockSum) build(raw []byte, count int) {
 func (s *blockSum) size() int {
 	n := 1
 	if s.flags&filtHeaders != 0 {
-		n += 1 + len(s.hdr)
+		n += uvarintLen(uint64(len(s.hdr))) + len(s.hdr)
 	}
 	if s.flags&filtGrams != 0 {
 		n += 1 + len(s.grams)
@@ -283,9 +282,9 @@ func halve(f []byte) []byte {
 	return f[:len(f)/2]
 }
 
-// halveHeaders returns the header filter f of 2^l bits as one of
-// 2^(l-1), in place: a header filter is tested with the hash's low bits, so
-// bit j of the half is bit j or bit j+half of f.
+// halveHeaders returns the header filter f of n bytes as one of n/2, in
+// place: a header filter is tested modulo its size, so bit j of the half
+// is bit j or bit j+half of f. n is even.
 func halveHeaders(f []byte) []byte {
 	half := len(f) / 2
 	for i := range half {
@@ -454,7 +453,7 @@ func (a *sumAcc) shrink() bool {
 		for i := range a.blocks {
 			largest = max(largest, len(a.blocks[i].filter(grams)))
 		}
-		if largest*8 <= 1<<minFilterLog2 {
+		if largest%2 != 0 || largest/2*8 < 1<<minFilterLog2 {
 			continue
 		}
 		for i := range a.blocks {
@@ -518,7 +517,7 @@ func (a *sumAcc) shrink() bool {
 func (b *blockFilter) size() int {
 	n := 1
 	if b.flags&filtHeaders != 0 {
-		n += 1 + len(b.hdr)
+		n += uvarintLen(uint64(len(b.hdr))) + len(b.hdr)
 	}
 	if b.flags&filtGrams != 0 {
 		n += 1 + len(b.grams)
@@ -578,7 +577,7 @@ func (a *sumAcc) body() []byte {
 		f := &a.blocks[i]
 		b = append(b, f.flags)
 		if f.flags&filtHeaders != 0 {
-			b = append(b, uint8(bitsLen(len(f.hdr)*8-1)))
+			b = binary.AppendUvarint(b, uint64(len(f.hdr)))
 			b = append(b, f.hdr...)
 		}
 		if f.flags&filtGrams != 0 {

@@ -20,7 +20,7 @@ import (
 //	body    = blocks:uvarint bodyFlags:u8 keyCount:uvarint key*
 //	          filters*blocks                     (sealed when flags bit 0)
 //	key     = name:str kind:u8 [valueCount:uvarint value:str*]
-//	filters = fflags:u8 [hdrLog2:u8 hdrBits] [gramLog2:u8 gramBits]
+//	filters = fflags:u8 [hdrLen:uvarint hdrBits] [gramLog2:u8 gramBits]
 //	str     = len:uvarint bytes
 //
 // The footer says the summary's length (summaryLen). The CRC32C covers the
@@ -31,9 +31,11 @@ import (
 // of the footer's index, in order: fflags bit 0 says a payload of the block
 // holds a backslash (a JSON text with escapes, which may hold a value
 // without its text), bit 1 that a header filter follows, bit 2 an n-gram
-// filter. A header filter is a bloom filter of 2^hdrLog2 bits with 3 hash
-// functions over every header key and every key and value of the block's
-// records (pairHash); an n-gram filter one of 2^gramLog2 bits and one hash
+// filter. A header filter is a bloom filter of hdrLen bytes (8 to 8192)
+// with 4 hash functions over every header key and every key and value of
+// the block's records (pairHash: with h1 its low 32 bits and h2 its high
+// ones, or 1, bit (h1 + i*h2) mod its size in bits, i from 0 to 3); an
+// n-gram filter one of 2^gramLog2 bits and one hash
 // function over every three consecutive bytes of each payload (gramHash;
 // a filter of 2^l bits sets bit gramHash >> (32-l)). Bits are numbered
 // from bit 0 of byte 0.
@@ -220,20 +222,33 @@ func (s *Summary) BlockMayContain(i int, text []byte, jsonValue bool) bool {
 	return true
 }
 
+// hdrHashes is the number of hash functions of a header filter.
+const hdrHashes = 4
+
 // mayHaveHash tests a pairHash against the block's header filter.
 func (b *blockFilter) mayHaveHash(h uint64) bool {
 	if b.hdr == nil {
 		return true
 	}
-	mask := uint32(len(b.hdr)*8 - 1)
-	h1, h2 := uint32(h), uint32(h>>32)|1
-	for k := range uint32(3) {
-		j := (h1 + k*h2) & mask
+	m := uint64(len(b.hdr) * 8)
+	h1, h2 := uint64(uint32(h)), uint64(uint32(h>>32)|1)
+	for k := range uint64(hdrHashes) {
+		j := (h1 + k*h2) % m
 		if b.hdr[j>>3]&(1<<(j&7)) == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// setHeaderBits sets the bits of a pairHash in header filter f.
+func setHeaderBits(f []byte, h uint64) {
+	m := uint64(len(f) * 8)
+	h1, h2 := uint64(uint32(h)), uint64(uint32(h>>32)|1)
+	for k := range uint64(hdrHashes) {
+		j := (h1 + k*h2) % m
+		f[j>>3] |= 1 << (j & 7)
+	}
 }
 
 // pairHash hashes a header key (withValue false) or a key and its value
@@ -431,7 +446,11 @@ func parseBody(b []byte, blocks int) (*Summary, error) {
 			r.fail("summary: block %d filter flags %#x", i, f.flags)
 		}
 		if f.flags&filtHeaders != 0 {
-			f.hdr = r.filter("header filter")
+			n := r.uvarint("header filter length")
+			if r.err == nil && (n < 1<<minFilterLog2/8 || n > 1<<maxFilterLog2/8) {
+				r.fail("summary: a header filter of %d bytes", n)
+			}
+			f.hdr = r.bytes(n, "header filter")
 		}
 		if f.flags&filtGrams != 0 {
 			f.grams = r.filter("n-gram filter")
