@@ -27,11 +27,11 @@ const gramFill = 0.4
 // through.
 const gramUseless = 0.85
 
-// hdrBitsPerItem sizes a header filter: with 4 hash functions, 12 bits per
-// distinct key and value give about 0.6% false positives, so that a value
+// hdrBitsPerItem sizes a header filter: with 6 hash functions, 16 bits per
+// distinct key and value give about 0.1% false positives, so that a value
 // unique to one record (an order ID) lets few of a segment's hundreds of
 // blocks through.
-const hdrBitsPerItem = 12
+const hdrBitsPerItem = 16
 
 // blockSum is the summary of one block.
 type blockSum struct {

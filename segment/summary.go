@@ -32,9 +32,9 @@ import (
 // holds a backslash (a JSON text with escapes, which may hold a value
 // without its text), bit 1 that a header filter follows, bit 2 an n-gram
 // filter. A header filter is a bloom filter of hdrLen bytes (8 to 8192)
-// with 4 hash functions over every header key and every key and value of
+// with 6 hash functions over every header key and every key and value of
 // the block's records (pairHash: with h1 its low 32 bits and h2 its high
-// ones, or 1, bit (h1 + i*h2) mod its size in bits, i from 0 to 3); an
+// ones, or 1, bit (h1 + i*h2) mod its size in bits, i from 0 to 5); an
 // n-gram filter one of 2^gramLog2 bits and one hash
 // function over every three consecutive bytes of each payload (gramHash;
 // a filter of 2^l bits sets bit gramHash >> (32-l)). Bits are numbered
@@ -223,7 +223,7 @@ func (s *Summary) BlockMayContain(i int, text []byte, jsonValue bool) bool {
 }
 
 // hdrHashes is the number of hash functions of a header filter.
-const hdrHashes = 4
+const hdrHashes = 6
 
 // mayHaveHash tests a pairHash against the block's header filter.
 func (b *blockFilter) mayHaveHash(h uint64) bool {
