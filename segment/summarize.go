@@ -150,12 +150,7 @@ func (s *blockSum) build(raw []byte, count int) {
 		if len(pl) < 3 {
 			continue
 		}
-		t := uint32(pl[0])<<8 | uint32(pl[1])
-		for _, c := range pl[2:] {
-			t = (t<<8 | uint32(c)) & 0xffffff
-			j := gramHash(t) >> (32 - maxFilterLog2)
-			grams[j>>6] |= 1 << (j & 63)
-		}
+		addGrams(grams, pl)
 	}
 	if len(b) != 0 {
 		return
@@ -197,6 +192,32 @@ func (s *blockSum) size() int {
 		n += 1 + len(s.grams)
 	}
 	return n
+}
+
+// addGrams sets the bits of the trigrams of p in an unfolded n-gram filter:
+// six at a time from one 8-byte load, the rest one by one.
+func addGrams(grams *[1 << maxFilterLog2 / 64]uint64, p []byte) {
+	const shift = 32 - maxFilterLog2
+	i := 0
+	for ; i+8 <= len(p); i += 6 {
+		x := binary.LittleEndian.Uint64(p[i:])
+		j0 := gramHash(uint32(x)&0xffffff) >> shift
+		j1 := gramHash(uint32(x>>8)&0xffffff) >> shift
+		j2 := gramHash(uint32(x>>16)&0xffffff) >> shift
+		j3 := gramHash(uint32(x>>24)&0xffffff) >> shift
+		j4 := gramHash(uint32(x>>32)&0xffffff) >> shift
+		j5 := gramHash(uint32(x>>40)&0xffffff) >> shift
+		grams[j0>>6] |= 1 << (j0 & 63)
+		grams[j1>>6] |= 1 << (j1 & 63)
+		grams[j2>>6] |= 1 << (j2 & 63)
+		grams[j3>>6] |= 1 << (j3 & 63)
+		grams[j4>>6] |= 1 << (j4 & 63)
+		grams[j5>>6] |= 1 << (j5 & 63)
+	}
+	for ; i+3 <= len(p); i++ {
+		j := gramHash(trigram(p[i:])) >> shift
+		grams[j>>6] |= 1 << (j & 63)
+	}
 }
 
 // addValue records a header key and value of the block; newKey reports that

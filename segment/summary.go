@@ -212,10 +212,8 @@ func (s *Summary) BlockMayContain(i int, text []byte, jsonValue bool) bool {
 		return true
 	}
 	shift := 33 - bitsLen(len(b.grams)*8)
-	t := uint32(text[0])<<8 | uint32(text[1])
-	for _, c := range text[2:] {
-		t = (t<<8 | uint32(c)) & 0xffffff
-		if j := gramHash(t) >> shift; b.grams[j>>3]&(1<<(j&7)) == 0 {
+	for i := 0; i+3 <= len(text); i++ {
+		if j := gramHash(trigram(text[i:])) >> shift; b.grams[j>>3]&(1<<(j&7)) == 0 {
 			return false
 		}
 	}
@@ -269,10 +267,13 @@ func pairHash[T string | []byte](key, value T, withValue bool) uint64 {
 	return h
 }
 
-// gramHash hashes three bytes, t = b0<<16 | b1<<8 | b2, for the n-gram
-// filters (Fibonacci hashing): a filter of 2^l bits sets bit
+// gramHash hashes three bytes, t = b0 | b1<<8 | b2<<16 (trigram), for
+// the n-gram filters (Fibonacci hashing): a filter of 2^l bits sets bit
 // gramHash(t) >> (32-l), the hash's top l bits.
 func gramHash(t uint32) uint32 { return t * 0x9E3779B1 }
+
+// trigram returns the first three bytes of b as gramHash takes them.
+func trigram(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 }
 
 // parseSummary parses a summary section b, of a segment with blocks blocks;
 // open, when set, opens a sealed body (nil: a sealed summary is an error
