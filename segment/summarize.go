@@ -33,12 +33,11 @@ const gramUseless = 0.85
 // blocks through.
 const hdrBitsPerItem = 16
 
-// blockSum is the summary of one block.
+// blockSum is the summary of one block: its filters, and its header keys
+// for the segment's.
 type blockSum struct {
+	blockFilter
 	valid    bool
-	flags    uint8
-	hdr      []byte
-	grams    []byte
 	keys     []keyVals // the block's header keys, with their values while few
 	overflow bool      // some key is not in keys
 }
@@ -180,18 +179,6 @@ func (s *blockSum) build(raw []byte, count int) {
 		s.grams = s.grams[:0] // binary or random payloads: it would let everything through
 	}
 	s.valid = true
-}
-
-// size returns the bytes the block takes in its segment's summary.
-func (s *blockSum) size() int {
-	n := 1
-	if s.flags&filtHeaders != 0 {
-		n += uvarintLen(uint64(len(s.hdr))) + len(s.hdr)
-	}
-	if s.flags&filtGrams != 0 {
-		n += 1 + len(s.grams)
-	}
-	return n
 }
 
 // addGrams sets the bits of the trigrams of p in an unfolded n-gram filter:

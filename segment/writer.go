@@ -149,7 +149,7 @@ func (w *Writer) Blocks() int { return len(w.index) }
 func (w *Writer) SealedSize(blockLen int) int64 {
 	var small *blockSum
 	if blockLen > 0 && w.sum != nil {
-		small = &blockSum{flags: filtHeaders | filtGrams, hdr: make([]byte, 8), grams: make([]byte, 8)}
+		small = &blockSum{blockFilter: blockFilter{flags: filtHeaders | filtGrams, hdr: make([]byte, 8), grams: make([]byte, 8)}}
 	}
 	return w.sealedSize(blockLen, small)
 }

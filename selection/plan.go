@@ -120,47 +120,22 @@ func knownBy(n node, seg *Segment) string {
 }
 
 func segVerdict(n node, seg *Segment, dec bool) verdict {
-	switch n := n.(type) {
-	case nAll:
-		return vAll
-	case *nAnd:
-		v := vAll
-		for _, x := range n.xs {
-			switch segVerdict(x, seg, dec) {
-			case vNo:
-				return vNo
-			case vMaybe:
-				v = vMaybe
-			}
-		}
-		return v
-	case *nOr:
-		v := vNo
-		for _, x := range n.xs {
-			switch segVerdict(x, seg, dec) {
-			case vAll:
-				return vAll
-			case vMaybe:
-				v = vMaybe
-			}
-		}
-		return v
-	case *nNot:
-		return not(segVerdict(n.x, seg, dec))
-	case *atom:
-		return n.segment(seg, dec)
-	}
-	return vMaybe
+	return eval(n, func(a *atom) verdict { return a.segment(seg, dec) })
 }
 
 func blockVerdict(n node, seg *Segment, i int, dec bool) verdict {
+	return eval(n, func(a *atom) verdict { return a.block(seg, i, dec) })
+}
+
+// eval combines the verdicts leaf gives the atoms of n.
+func eval(n node, leaf func(*atom) verdict) verdict {
 	switch n := n.(type) {
 	case nAll:
 		return vAll
 	case *nAnd:
 		v := vAll
 		for _, x := range n.xs {
-			switch blockVerdict(x, seg, i, dec) {
+			switch eval(x, leaf) {
 			case vNo:
 				return vNo
 			case vMaybe:
@@ -171,7 +146,7 @@ func blockVerdict(n node, seg *Segment, i int, dec bool) verdict {
 	case *nOr:
 		v := vNo
 		for _, x := range n.xs {
-			switch blockVerdict(x, seg, i, dec) {
+			switch eval(x, leaf) {
 			case vAll:
 				return vAll
 			case vMaybe:
@@ -180,9 +155,9 @@ func blockVerdict(n node, seg *Segment, i int, dec bool) verdict {
 		}
 		return v
 	case *nNot:
-		return not(blockVerdict(n.x, seg, i, dec))
+		return not(eval(n.x, leaf))
 	case *atom:
-		return n.block(seg, i, dec)
+		return leaf(n)
 	}
 	return vMaybe
 }
