@@ -269,7 +269,7 @@ function searchParams() {
 async function startSearch() {
   S.gen = (S.gen || 0) + 1;
   S.search = searchParams();
-  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.skipped = 0; S.unsearched = 0; S.searchDone = false; S.pages = 0;
+  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.skipped = 0; S.selection = undefined; S.unsearched = 0; S.searchDone = false; S.pages = 0;
   clear($('rec-body'));
   $('detail').hidden = true;
   await nextPage();
@@ -291,6 +291,7 @@ async function nextPage() {
       S.pages++;
       S.scanned += r.scanned; S.segmentsScanned += r.segments; S.unsearched += r.unsearched || 0;
       S.skipped = (S.skipped || 0) + (r.skipped_segments || 0);
+      S.selection = r.selection || '';
       for (const rec of r.records) { S.records.push(rec); $('rec-body').append(recordRow(rec)); }
       S.next = r.next || '';
       if (r.errors) flash(r.errors.join('; '), true);
@@ -356,12 +357,15 @@ async function newJob() {
   }
   // The server says what the form selects, as one expression (the same
   // language as dlqdump job create --select): the job keeps that.
-  let sel;
-  try {
-    const q = new URLSearchParams(p);
-    q.set('n', '1');
-    sel = (await api('count', q)).selection || '';
-  } catch (e) { flash('Restore this selection: ' + e.message, true); return; }
+  let sel = S.selection;
+  if (!S.search || S.search.toString() !== p.toString() || sel === undefined) {
+    // The form changed since the last search: ask what it selects.
+    try {
+      const q = new URLSearchParams(p);
+      q.set('n', '1');
+      sel = (await api('records', q)).selection || '';
+    } catch (e) { flash('Restore this selection: ' + e.message, true); return; }
+  }
   $('job-selection').textContent = 'Restores ' + selectionText(p.get('area'), sel) + '.';
   const dl = $('dests');
   clear(dl);
