@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/gen"
+	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
@@ -146,5 +149,76 @@ func TestFullSegmentsKeepSummaries(t *testing.T) {
 	}
 	if segs < 4 || read > 1 {
 		t.Fatalf("a rare text is read in %d of %d segments, want 1", read, segs)
+	}
+}
+
+// TestSummarizeHandover: dlqdump summarize stopped after it published the
+// copy of a ready, unencrypted segment (with a summary, the same blocks)
+// and before it removed the original: a restorer finds the copy named in
+// the original's progress, removes the original and restores the copy,
+// every record once.
+func TestSummarizeHandover(t *testing.T) {
+	dir := t.TempDir()
+	items := itemsN("h", 50)
+	dumpItems(t, dir, dlqdump.Config{Capacity: dlqdump.Megabyte, NoSummary: true}, items)
+	rd := &fs.Reader{Directory: dir}
+	ctx := context.Background()
+	var orig string
+	for si := range rd.List(ctx, sink.AreaReady) {
+		orig = si.Name
+	}
+	f, err := rd.Open(ctx, sink.AreaReady, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := segment.NewReader(f, f.Size(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := segment.NewID(sr.Header().Created)
+	copyName := segment.FileName(sr.Header().Created, id)
+	cl, err := claims.NewClaimer(rd, "summarize", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cl.Claim(ctx, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Reserve(ctx, copyName, orig); err != nil {
+		t.Fatal(err)
+	}
+	p := claims.Progress{Successor: copyName}
+	if err := c.Save(ctx, p.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	sw, err := rd.Create(ctx, sink.AreaReady, copyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := segment.AddSummary(sw, sr, id, sr.Header().Created); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := c.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &dest{}
+	r := newRestorer(t, dlqdump.Config{Reader: rd, Queue: d})
+	for range 3 {
+		if _, err := r.Run(ctx, dlqdump.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := d.got()
+	slices.Sort(got)
+	if !slices.Equal(got, items) {
+		t.Fatalf("delivered %d records, want each of %d once", len(got), len(items))
+	}
+	for si := range rd.List(ctx, sink.AreaReady) {
+		t.Fatalf("left ready: %s", si.Name)
 	}
 }

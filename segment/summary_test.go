@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -466,6 +467,50 @@ func TestSummaryMaxSize(t *testing.T) {
 		}
 		if int64(buf.Len()) > want || written > 1 && int64(buf.Len()) > max {
 			t.Fatalf("MaxSize %d: %d blocks, sealed %d bytes, SealedSize said %d", max, written, buf.Len(), want)
+		}
+	}
+}
+
+// TestAddSummary copies segments written without a summary into ones with
+// it: the same blocks at the same offsets (a position stays valid), the
+// same record IDs, a summary that rules out what is not there; for an
+// encrypted one, sealed and read with the key.
+func TestAddSummary(t *testing.T) {
+	recs := summaryRecs(3000)
+	key := testDataKey("add")
+	for _, opts := range []*WriterOptions{{BlockSize: 16 << 10}, {BlockSize: 16 << 10, Key: key}} {
+		data := writeRecords(t, CodecZstd, opts, recs)
+		ro := &ReaderOptions{Keys: testKeys{key}}
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)), ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		id := NewID(time.Now())
+		if err := AddSummary(&out, r, id, r.Header().Created); err != nil {
+			t.Fatal(err)
+		}
+		c, s := openSummary(t, out.Bytes(), ro)
+		h, hc := r.Header(), c.Header()
+		if hc.ID != id || hc.Origin() != h.Origin() || !hc.Summarized || hc.Encrypted != h.Encrypted {
+			t.Fatalf("the copy's header %+v", hc)
+		}
+		if !bytes.Equal(out.Bytes()[c.Start():c.end], data[r.Start():r.end]) {
+			t.Fatal("the blocks are not copied byte for byte")
+		}
+		readAllRecordsOpts(t, out.Bytes(), recs, ro)
+		if !s.MayHave("reason", "leak") || s.MayHave("reason", "nope") || s.Blocks() != len(c.Footer().Blocks) {
+			t.Fatal("the added summary does not describe the records")
+		}
+		if !s.BlockMayContain(s.Blocks()-1, []byte("needle-7f3a9c"), false) {
+			t.Fatal("the last block's summary lacks its needle")
+		}
+		// Without the key, an encrypted one is not summarized.
+		if opts.Key != nil {
+			r, _ := NewReader(bytes.NewReader(data), int64(len(data)), nil)
+			if err := AddSummary(io.Discard, r, id, time.Now()); !errors.Is(err, ErrNoKey) {
+				t.Fatalf("without the key: %v", err)
+			}
 		}
 	}
 }
