@@ -133,6 +133,14 @@ type Config struct {
 	// Source, when set, is stored as the "source" header of every record
 	// that does not carry one. Default "".
 	Source string
+	// NoSummary writes segments without a summary. A summary (written
+	// before a segment's footer, see docs/SELECT.md) lets every selection
+	// (cat, restore, jobs, the console) skip segments, and blocks of
+	// them, that hold no record it selects; it costs a few percent of a
+	// segment's bytes and of the compressors' time, and readers that
+	// predate summaries refuse segments that carry one. Default false:
+	// every segment carries a summary.
+	NoSummary bool
 
 	// Restorer fields.
 

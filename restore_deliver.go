@@ -18,7 +18,7 @@ import (
 // once every record before it was (see window).
 func (g *segRun) record(rec *segment.Record) error {
 	r := g.r
-	if g.filtered && !g.opts.selects(rec) {
+	if g.filtered && !g.selects(rec) {
 		return g.settle(rec, outcome{kind: skipped})
 	}
 	if g.opts.Limit > 0 && g.taken() >= g.opts.Limit {

@@ -427,6 +427,7 @@ func (rep *Report) add(o *Report) {
 	rep.Completed += o.Completed
 	rep.Gone += o.Gone
 	rep.NoKeySegments += o.NoKeySegments
+	rep.SkippedSegments += o.SkippedSegments
 	if rep.ByReason == nil && len(o.ByReason) > 0 {
 		rep.ByReason = map[string]uint64{}
 	}

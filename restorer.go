@@ -14,7 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 )
 
 // Restorer brings dumped items back (seed: Restorer). It lists the ready
@@ -69,6 +69,15 @@ type RunOptions struct {
 	Since, Until time.Time
 	// Where restores only records having all these header values.
 	Where Headers
+	// Select restores only the records it selects (package selection,
+	// docs/SELECT.md), on top of Since, Until and Where: a record must
+	// pass them all. A selective pass (any of the four) does not claim
+	// nor read a segment whose header, footer and summary rule out every
+	// record (counted in Report.SkippedSegments); a selection naming
+	// segments ("segment = ...") is a pass over those, like Segments.
+	// Its areas ("area = ...") are the pass's Area: a ready pass selects
+	// no record of "area = quarantine". Default nil: every record.
+	Select *selection.Selection
 	// Limit stops the pass once this many records were delivered or
 	// quarantined (refused, undecodable, replayed too often, or in a
 	// segment quarantined whole): at most Limit records are offered to the
@@ -101,8 +110,9 @@ type RunOptions struct {
 	// progress, and learns that it is paused or cancelled, this way.
 	OnBlock func(Report) error
 
-	stopAt  time.Time // the background window closes
-	after   func()    // at the end of the pass
+	sel     *selection.Selection // Since, Until, Where and Select
+	stopAt  time.Time            // the background window closes
+	after   func()               // at the end of the pass
 	dest    queue.Enqueuer
 	rater   interface{ Rate() float32 }
 	limiter *rate.Limiter // Rate's, nil without
@@ -127,6 +137,13 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 	}
 	if o.Area != AreaReady && o.Area != AreaQuarantine {
 		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
+	}
+	o.sel = selection.And(selection.TimeRange(o.Since, o.Until), selection.Where(o.Where), o.Select)
+	if names, ok := o.sel.Segments(); ok && len(o.Segments) == 0 {
+		o.Segments = names
+		if len(names) == 0 {
+			o.Segments = []string{} // names no segment at all
+		}
 	}
 	return nil
 }
@@ -179,19 +196,7 @@ func (e *blockStop) Unwrap() error { return e.err }
 // then written to a new ready segment (the remainder) before the original is
 // removed.
 func (o *RunOptions) filtered() bool {
-	return !o.Since.IsZero() || !o.Until.IsZero() || len(o.Where) > 0
-}
-
-func (o *RunOptions) selects(rec *segment.Record) bool {
-	if !o.Since.IsZero() && rec.Time < o.Since.UnixNano() || !o.Until.IsZero() && rec.Time >= o.Until.UnixNano() {
-		return false
-	}
-	for k, v := range o.Where {
-		if got, ok := rec.Headers.Lookup(k); !ok || string(got) != v {
-			return false
-		}
-	}
-	return true
+	return !o.Since.IsZero() || !o.Until.IsZero() || len(o.Where) > 0 || !o.Select.IsAll()
 }
 
 func (o *RunOptions) wants(name string) bool {
@@ -229,6 +234,11 @@ type Report struct {
 	// counted in Skipped: only a pass over everything applies the
 	// VersionPolicy.
 	OtherVersionSegments int
+	// SkippedSegments counts the segments a selective pass (Since, Until,
+	// Where, Select) neither claimed nor read: their header, footer and
+	// summary rule out every record it selects. Their records are not
+	// counted in Skipped.
+	SkippedSegments int
 	// SideSegments counts the quarantine and remainder segments written.
 	SideSegments int
 	// LeftSegments counts the segments the pass left ready with records
@@ -353,6 +363,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			return rep, err
 		}
 	}
+	names = r.planNames(ctx, &opts, names, &rep)
 	var errs []error
 	var noKey []string
 	// result is the pass's error: errs, and the segments left for want of

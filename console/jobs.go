@@ -169,6 +169,7 @@ type createJob struct {
 	Since       time.Time         `json:"since"`
 	Until       time.Time         `json:"until"`
 	Where       map[string]string `json:"where"`
+	Select      string            `json:"select"` // an expression (docs/SELECT.md)
 	Segments    []string          `json:"segments"`
 	Limit       uint64            `json:"limit"`
 	Destination string            `json:"destination"`
@@ -189,6 +190,9 @@ func describe(s *jobs.Spec) string {
 		}
 		slices.Sort(kv)
 		fmt.Fprintf(&b, " where %s", strings.Join(kv, ", "))
+	}
+	if s.Select != "" {
+		fmt.Fprintf(&b, " that match %s", s.Select)
 	}
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
@@ -223,7 +227,7 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where,
+	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select,
 		Segments: c.Segments, Limit: c.Limit, Destination: c.Destination}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()

@@ -109,7 +109,11 @@ func (x *execution) begun(ctx context.Context, taken bool) {
 // pass runs the job's pass and ends the job as it says.
 func (x *execution) pass(ctx context.Context) {
 	spec := &x.job.Spec
-	opts := spec.runOptions()
+	opts, serr := spec.runOptions()
+	if serr != nil {
+		x.end(Failed, serr)
+		return
+	}
 	base := x.job
 	if spec.Limit > 0 {
 		done := base.Delivered + base.Quarantined

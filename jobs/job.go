@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -71,6 +72,14 @@ type Spec struct {
 	Until time.Time `json:"until,omitzero"`
 	// Where selects the records having all these header values.
 	Where map[string]string `json:"where,omitempty"`
+	// Select selects the records this expression selects (package
+	// selection, docs/SELECT.md: headers, payload text, JSON values,
+	// record IDs, times, segments), on top of Since, Until and Where: a
+	// record must pass them all. Create refuses one that does not parse,
+	// with the error naming the part, and keeps it as selection.String
+	// prints it, its relative times (now-2h) made absolute then. Default
+	// "": every record.
+	Select string `json:"select,omitempty"`
 	// Segments restricts the job to these segments. Default: all.
 	Segments []string `json:"segments,omitempty"`
 	// Limit ends the job once this many records were delivered or
@@ -205,6 +214,13 @@ func (s *Spec) validate(now time.Time) error {
 			return bad("Where", "an empty header name")
 		}
 	}
+	if s.Select != "" {
+		sel, err := selection.Parse(s.Select, &selection.Options{Now: now})
+		if err != nil {
+			return fmt.Errorf("%w: job Select: %w", dlqdump.ErrConfig, err)
+		}
+		s.Select = sel.String()
+	}
 	for _, n := range s.Segments {
 		if n == "" || strings.ContainsAny(n, `/\`) {
 			return bad("Segments", "%q is not a segment name", n)
@@ -263,19 +279,28 @@ func (s *Spec) due(t time.Time) time.Time {
 // equal reports whether two specs ask for the same job.
 func (s *Spec) equal(o *Spec) bool {
 	return s.ID == o.ID && s.At.Equal(o.At) && slices.Equal(s.Windows, o.Windows) && s.TimeZone == o.TimeZone &&
-		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) &&
+		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select &&
 		slices.Equal(s.Segments, o.Segments) && s.Limit == o.Limit && s.Rate == o.Rate &&
 		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts
 }
 
-// runOptions returns the selection of a pass running the job.
-func (s *Spec) runOptions() dlqdump.RunOptions {
+// runOptions returns the selection of a pass running the job; a Select
+// that does not parse (Create checked it: a record changed since) is an
+// error.
+func (s *Spec) runOptions() (dlqdump.RunOptions, error) {
 	o := dlqdump.RunOptions{Since: s.Since, Until: s.Until, Where: dlqdump.Headers(s.Where), Segments: s.Segments,
 		Rate: s.Rate, Destination: s.Destination}
 	if s.Area == "quarantine" {
 		o.Area = dlqdump.AreaQuarantine
 	}
-	return o
+	if s.Select != "" {
+		sel, err := selection.Parse(s.Select, nil)
+		if err != nil {
+			return o, fmt.Errorf("%w: job Select: %w", dlqdump.ErrConfig, err)
+		}
+		o.Select = sel
+	}
+	return o, nil
 }
 
 // checkID returns an error naming the ID unless it is a job ID.

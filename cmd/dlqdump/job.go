@@ -63,7 +63,8 @@ func newJobCreateCmd(a *app) *cobra.Command {
 		Short: "Create a restore job; print its ID (--json: the job)",
 		Example: `  dlqdump job create /var/lib/app/dlq --where reason=failed --rate 200 --at 2026-11-28T03:00:00Z
   dlqdump job create s3://dead-letters/orders/ --id redrive-incident-42 --since 2h --dest orders --json
-  dlqdump job create /var/lib/app/dlq --area quarantine --window 01:00-05:00 --tz Europe/Berlin`,
+  dlqdump job create /var/lib/app/dlq --area quarantine --window 01:00-05:00 --tz Europe/Berlin
+  dlqdump job create /var/lib/app/dlq --select 'payload ~ "ord-0777777"' --dest orders`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			now := time.Now()
@@ -71,7 +72,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.Since, Until: flt.Until, Where: flt.Where,
+			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where, Select: flt.expr.String(),
 				Limit: limit, Rate: rate, Destination: dest, Area: area}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
@@ -111,6 +112,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 	fl.StringVar(&ff.since, "since", "", "only records that entered the dump at or after this time: RFC 3339, a date, or a duration ago (90m, 1h, 7d)")
 	fl.StringVar(&ff.until, "until", "", "only records that entered the dump before this time (same forms as --since)")
 	fl.StringArrayVar(&ff.where, "where", nil, "only records whose header KEY has VALUE, as KEY=VALUE (repeatable: all must match)")
+	fl.StringVar(&ff.sel, "select", "", `only the records this expression selects (docs/SELECT.md), e.g. '$.order.id = "ord-7"'; relative times (now-2h) are fixed when the job is created`)
 	return cmd
 }
 

@@ -220,6 +220,7 @@ with informational messages.
 		newQuarantineCmd(a),
 		newPruneCmd(a),
 		newRewrapCmd(a),
+		newSummarizeCmd(a),
 		newKeygenCmd(a),
 		newJobCmd(a),
 		newUICmd(a),
