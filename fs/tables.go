@@ -2,8 +2,12 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"iter"
+	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -41,4 +45,25 @@ func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return t.r.recordNames(ctx, t.sp)
+}
+
+// Stamp returns the modification time of the table's directory, which a
+// record added or removed changes (sink.Stamper); "none" while there is no
+// directory.
+func (t *table) Stamp(ctx context.Context) (string, error) {
+	dir, err := t.r.recordsDir(t.sp)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "none", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(fi.ModTime().UnixNano(), 10), nil
 }
