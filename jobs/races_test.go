@@ -381,17 +381,17 @@ func TestRunDueJobsStopOnClose(t *testing.T) {
 	}
 	waitFor(t, func() bool { return d.count() >= 10 })
 	closed := make(chan error, 1)
+	if err := rn.Hear(ctx); err != nil {
+		t.Fatal(err)
+	}
 	go func() { closed <- rn.Close() }()
-	waitFor(t, func() bool { // the job's pass is cancelled: it waits on nothing else
-		j, err := js.Get(ctx, "slow")
-		return err == nil && j.Request == "" && j.State == jobs.Running
-	})
+	waitGone(t, js, "A") // Close told the job to stop
 	close(release)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	// Pending again (the block in flight may have ended its records:
-	// a stop takes effect at a block boundary), not completed.
+	// Pending again (stopped at the record after the one in flight),
+	// not completed.
 	if j, err := js.Get(ctx, "slow"); err != nil || j.State != jobs.Pending {
 		t.Fatalf("after Close: %+v, %v; want pending, not completed", j, err)
 	}

@@ -1,0 +1,88 @@
+package jobs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqdump/dlqdump/internal/memsink"
+	"github.com/dlqdump/dlqdump/jobs"
+)
+
+// A job survives an outage of its destination longer than a few passes: its
+// budget is time without progress, not a count of passes.
+func TestJobSurvivesManyFailedPasses(t *testing.T) {
+	st := memsink.New()
+	dumpOneBlock(t, st, 100)
+	d := &ctlDest{}
+	d.down.Store(true)
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
+	ctx := t.Context()
+	if _, err := js.Create(ctx, jobs.Spec{ID: "o", Segments: segmentNames(t, st)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = rn.Start()
+	var j jobs.Job
+	waitFor(t, func() bool {
+		var err error
+		j, err = js.Get(ctx, "o")
+		return err == nil && (j.State.Final() || j.Failures >= 8)
+	})
+	if j.State.Final() {
+		t.Fatalf("the job %s after %d failed passes in a row (%s): want it pending, tried again", j.State, j.Failures, j.Error)
+	}
+	d.down.Store(false)
+	if j = waitJob(t, js, "o"); j.State != jobs.Completed || j.Delivered != 100 {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+// A failed job can be resumed, and runs; creating a job that ended again
+// says that it ended, and how.
+func TestFailedJobResumedAndEndedJobCreatedAgain(t *testing.T) {
+	st := memsink.New()
+	dumpOneBlock(t, st, 100)
+	d := &ctlDest{}
+	d.down.Store(true)
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
+	ctx := t.Context()
+	spec := jobs.Spec{ID: "f", Segments: segmentNames(t, st), MaxAttempts: 1}
+	if _, err := js.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	_ = rn.Start()
+	if j := waitJob(t, js, "f"); j.State != jobs.Failed {
+		t.Fatalf("job %+v: want failed after its one attempt", j)
+	}
+	d.down.Store(false)
+	if j, err := js.Resume(ctx, "f"); err != nil || j.State != jobs.Pending {
+		t.Fatalf("resume a failed job: %+v, %v; want pending", j, err)
+	}
+	if j := waitJob(t, js, "f"); j.State != jobs.Completed || j.Delivered != 100 {
+		t.Fatalf("resumed failed job %+v", j)
+	}
+	_, err := js.Create(ctx, spec)
+	if !errors.Is(err, jobs.ErrFinished) || !strings.Contains(err.Error(), "completed") {
+		t.Fatalf("create the completed job's ID again: %v; want an error saying it completed", err)
+	}
+}
+
+// A job fails once its passes failed without progress for Spec.FailAfter,
+// not before, and its record says since when and how often.
+func TestJobFailsAfterItsBudget(t *testing.T) {
+	st := memsink.New()
+	dumpOneBlock(t, st, 100)
+	d := &ctlDest{}
+	d.down.Store(true)
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
+	ctx := t.Context()
+	if _, err := js.Create(ctx, jobs.Spec{ID: "b", Segments: segmentNames(t, st), FailAfter: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	_ = rn.Start()
+	j := waitJob(t, js, "b")
+	if j.State != jobs.Failed || j.Failures < 2 || j.FailingSince.IsZero() || j.Finished.Sub(j.FailingSince) < 200*time.Millisecond || j.Error == "" {
+		t.Fatalf("job %s after %d failures from %s to %s (%s): want failed once 200ms passed without progress", j.State, j.Failures, j.FailingSince, j.Finished, j.Error)
+	}
+}
