@@ -1,6 +1,9 @@
 package jobs_test
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +147,56 @@ func heard(t *testing.T, js *jobs.Store, owner string) bool {
 		}
 	}
 	return false
+}
+
+// A claim that takes effect as its runner closes, its answer cut short by
+// the Close (an S3 request whose context is cancelled after the server
+// applied it), leaves no job held by a runner that will never run it: it is
+// handed over, and another runner runs it at once rather than after the
+// lease (here an hour).
+func TestClaimLandingAsTheRunnerCloses(t *testing.T) {
+	st := memsink.New()
+	dumpOneBlock(t, st, 50)
+	h := &hooked{Store: st}
+	d := &ctlDest{}
+	_, a := longRunner(t, h, d, "A", time.Hour, time.Hour)
+	js, b := longRunner(t, st, d, "B", time.Hour, time.Hour)
+	ctx := t.Context()
+	if _, err := js.Create(ctx, jobs.Spec{ID: "c", Segments: segmentNames(t, st)}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	claimed := make(chan struct{})
+	h.set(func(h *hooked) {
+		h.answer = func(ctx context.Context, table, key string, data []byte) error {
+			if table != "jobs" || !strings.Contains(string(data), `"token"`) {
+				return nil
+			}
+			var err error
+			once.Do(func() {
+				defer close(claimed)
+				go func() { _ = a.Close() }()
+				select { // the answer waits for Close, for a second at most
+				case <-ctx.Done():
+					err = ctx.Err()
+				case <-time.After(time.Second):
+				}
+			})
+			return err
+		}
+	})
+	_ = a.Start() // its polls run on the runner's context, which Close cancels
+	<-claimed
+	var j jobs.Job
+	waitFor(t, func() bool {
+		if _, err := b.RunDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		j, err = js.Get(ctx, "c")
+		return err == nil && j.State == jobs.Completed
+	})
+	if j.Runner != "B" || d.distinct() != 50 {
+		t.Fatalf("job %+v; want it completed by B", j)
+	}
 }

@@ -433,7 +433,17 @@ func (rn *Runner) claimAndRun(ctx context.Context, key string, at time.Time, see
 			return err
 		}
 	}
-	cl, err := rn.claimer.ClaimSeen(ctx, seen, progress)
+	if rn.ctx.Err() != nil {
+		rn.free <- r
+		return nil // closing
+	}
+	// The claim's write is not cut short by Close: one cut short after it
+	// took effect would leave the job held by a runner that never runs
+	// it, until its lease ran out. A claim that lands during Close is
+	// handed over at once (the execution's stop is done already).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endDeadline)
+	cl, err := rn.claimer.ClaimSeen(cctx, seen, progress)
+	cancel()
 	if err != nil {
 		rn.free <- r
 		if errors.Is(err, claims.ErrClaimed) {
