@@ -381,19 +381,22 @@ func newJobRunCmd(a *app) *cobra.Command {
 		owner       string
 		dests       []string
 		concurrency int
+		poll        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run LOCATION --to URL",
 		Short: "Run due restore jobs into an HTTP endpoint until interrupted",
 		Long: `Run the due jobs of a dump, as many at once as --jobs, POSTing their records
 to --to as restore --to does, until SIGINT or SIGTERM, which stops each job at
-the record being delivered and makes it pending again for any runner. Jobs
-whose destination is "" (the default) are taken, and those named by --dest.`,
+the record being delivered and hands it over: pending again, due at once, for
+any runner. Jobs whose destination is "" (the default) are taken, and those
+named by --dest. Every job's start, end, pause, cancel, hand-over and failure
+is logged on stderr with its counts.`,
 		Example: `  dlqdump job run /var/lib/app/dlq --to http://orders.internal:8080/redrive
   dlqdump job run s3://dead-letters/orders/ --to http://localhost:8080/in --dest orders --owner replica-2`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			return a.jobRun(args[0], &f, owner, dests, concurrency)
+			return a.jobRun(args[0], &f, owner, dests, concurrency, poll)
 		}),
 	}
 	fl := cmd.Flags()
@@ -401,6 +404,7 @@ whose destination is "" (the default) are taken, and those named by --dest.`,
 	fl.StringVar(&owner, "owner", "", "the runner's label in jobs and logs (default: host, process and a random number)")
 	fl.StringArrayVar(&dests, "dest", nil, "serve jobs of this destination name too (repeatable)")
 	fl.IntVar(&concurrency, "jobs", 4, "jobs run at once")
+	durationVar(fl, &poll, "poll", 500*time.Millisecond, "list the due jobs this often: on S3 a request each time (a job created now, or handed over by a runner that stopped, starts within it; on a directory an idle runner notices new jobs within 20 ms anyway)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once, per job")
 	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts")
@@ -412,8 +416,10 @@ whose destination is "" (the default) are taken, and those named by --dest.`,
 	return cmd
 }
 
-func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, n int) error {
+func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, n int, poll time.Duration) error {
 	switch {
+	case poll < 10*time.Millisecond:
+		return usageErrorf("--poll %s: want at least 10ms", poll)
 	case f.to == "":
 		return usageErrorf("--to URL is required")
 	case n < 1 || n > 256:
@@ -457,7 +463,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 		defer r.Close()
 		restorers = append(restorers, r)
 	}
-	rn, err := jobs.NewRunner(st, restorers, &jobs.RunnerOptions{Owner: owner, Lease: f.lease, Logger: a.eventLogger()})
+	rn, err := jobs.NewRunner(st, restorers, &jobs.RunnerOptions{Owner: owner, Lease: f.lease, PollInterval: poll, Logger: a.eventLogger()})
 	if err != nil {
 		return err
 	}
