@@ -10,19 +10,28 @@ import (
 	"github.com/dlqdump/dlqdump/jobs"
 )
 
-// A job survives an outage of its destination longer than a few passes: its
-// budget is time without progress, not a count of passes.
-func TestJobSurvivesManyFailedPasses(t *testing.T) {
+// downJob runs job spec (its Segments set to the store's one segment of 100
+// records) into a destination that is down until told otherwise.
+func downJob(t *testing.T, spec jobs.Spec) (*jobs.Store, *ctlDest) {
+	t.Helper()
 	st := memsink.New()
 	dumpOneBlock(t, st, 100)
 	d := &ctlDest{}
 	d.down.Store(true)
 	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
-	ctx := t.Context()
-	if _, err := js.Create(ctx, jobs.Spec{ID: "o", Segments: segmentNames(t, st)}); err != nil {
+	spec.Segments = segmentNames(t, st)
+	if _, err := js.Create(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
 	_ = rn.Start()
+	return js, d
+}
+
+// A job survives an outage of its destination longer than a few passes: its
+// budget is time without progress, not a count of passes.
+func TestJobSurvivesManyFailedPasses(t *testing.T) {
+	js, d := downJob(t, jobs.Spec{ID: "o"})
+	ctx := t.Context()
 	var j jobs.Job
 	waitFor(t, func() bool {
 		var err error
@@ -41,17 +50,8 @@ func TestJobSurvivesManyFailedPasses(t *testing.T) {
 // A failed job can be resumed, and runs; creating a job that ended again
 // says that it ended, and how.
 func TestFailedJobResumedAndEndedJobCreatedAgain(t *testing.T) {
-	st := memsink.New()
-	dumpOneBlock(t, st, 100)
-	d := &ctlDest{}
-	d.down.Store(true)
-	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
+	js, d := downJob(t, jobs.Spec{ID: "f", MaxAttempts: 1})
 	ctx := t.Context()
-	spec := jobs.Spec{ID: "f", Segments: segmentNames(t, st), MaxAttempts: 1}
-	if _, err := js.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	_ = rn.Start()
 	if j := waitJob(t, js, "f"); j.State != jobs.Failed {
 		t.Fatalf("job %+v: want failed after its one attempt", j)
 	}
@@ -62,6 +62,7 @@ func TestFailedJobResumedAndEndedJobCreatedAgain(t *testing.T) {
 	if j := waitJob(t, js, "f"); j.State != jobs.Completed || j.Delivered != 100 {
 		t.Fatalf("resumed failed job %+v", j)
 	}
+	spec := j0(t, js, "f").Spec
 	_, err := js.Create(ctx, spec)
 	if !errors.Is(err, jobs.ErrFinished) || !strings.Contains(err.Error(), "completed") {
 		t.Fatalf("create the completed job's ID again: %v; want an error saying it completed", err)
@@ -71,18 +72,19 @@ func TestFailedJobResumedAndEndedJobCreatedAgain(t *testing.T) {
 // A job fails once its passes failed without progress for Spec.FailAfter,
 // not before, and its record says since when and how often.
 func TestJobFailsAfterItsBudget(t *testing.T) {
-	st := memsink.New()
-	dumpOneBlock(t, st, 100)
-	d := &ctlDest{}
-	d.down.Store(true)
-	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", RetryBase: time.Millisecond})
-	ctx := t.Context()
-	if _, err := js.Create(ctx, jobs.Spec{ID: "b", Segments: segmentNames(t, st), FailAfter: 200 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	_ = rn.Start()
+	js, _ := downJob(t, jobs.Spec{ID: "b", FailAfter: 200 * time.Millisecond})
 	j := waitJob(t, js, "b")
 	if j.State != jobs.Failed || j.Failures < 2 || j.FailingSince.IsZero() || j.Finished.Sub(j.FailingSince) < 200*time.Millisecond || j.Error == "" {
 		t.Fatalf("job %s after %d failures from %s to %s (%s): want failed once 200ms passed without progress", j.State, j.Failures, j.FailingSince, j.Finished, j.Error)
 	}
+}
+
+// j0 returns job id as it is now.
+func j0(t *testing.T, js *jobs.Store, id string) jobs.Job {
+	t.Helper()
+	j, err := js.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

@@ -23,8 +23,9 @@ import (
 // job is claimed, as a restorer claims a segment (a lease, renewed, taken
 // over once its holder stops renewing it), run by one pass of one of the
 // Runner's Restorers (so as many jobs at once as it has Restorers), and its
-// progress written after every block, so that a job whose runner died is
-// taken over from there (a block delivered twice at most). A runner takes
+// progress written at least every ProgressInterval and before every
+// checkpoint of its segments, so that a job whose runner died is taken over
+// from there (a block delivered twice at most). A runner takes
 // only the jobs whose destination its Restorers serve (dlqdump.Config
 // Destinations).
 //
@@ -107,8 +108,9 @@ type RunnerOptions struct {
 	// run again; the bound doubles with every attempt, up to 5 minutes,
 	// and the wait is drawn at random below it (full jitter). Default 1s.
 	RetryBase time.Duration
-	// Logger receives a line when a job starts, is taken over, pauses,
-	// finishes or fails. Default: discard.
+	// Logger receives a line, with the job's counts, when a job starts,
+	// is taken over, is paused, cancelled or handed over, completes,
+	// fails, or waits for a retry. Default: discard.
 	Logger *slog.Logger
 	// Metrics receives the jobs' starts and ends (package
 	// metrics/prometheus implements it). Default: none.

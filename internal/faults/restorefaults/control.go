@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/faults"
 	"github.com/dlqdump/dlqdump/jobs"
 )
@@ -185,6 +184,9 @@ func (w *controlWatch) check(ctx context.Context, st *jobs.Store, res *Result) {
 // every run (none delivered twice unless the runner was paused), and what
 // became of the request.
 func (h *Harness) Control(ctx context.Context, pt faults.Point, ctl Control) (*Result, error) {
+	if !h.Variant.Jobs {
+		return nil, fmt.Errorf("restorefaults: a control run needs the jobs variant")
+	}
 	p, sd, ids, err := h.start()
 	if err != nil {
 		return nil, err
@@ -195,40 +197,14 @@ func (h *Harness) Control(ctx context.Context, pt faults.Point, ctl Control) (*R
 	if err != nil {
 		return nil, err
 	}
-	in := faults.New(pt)
-	var out, taken outcome
-	var taker sync.WaitGroup
-	in.OnFire = func(faults.Point) {
-		w.ask(ctx, from)
-		if pt.Mode.Pauses() {
-			taker.Add(1)
-			go func() {
-				defer taker.Done()
-				defer in.Resume()
-				if err := finish(ctx, p, ids, true, w, &taken); err != nil {
-					taken.errs = append(taken.errs, fmt.Errorf("the runner taking over during the pause: %w", err))
-				}
-			}()
-		}
-	}
-	dst := &destination{}
-	rd := faults.WrapReader(p.Reader, in)
-	r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
+	var out outcome
+	driven, err := h.inProcess(ctx, p, ids, pt, w, func() { w.ask(ctx, from) }, &out, res)
 	if err != nil {
 		return nil, err
 	}
-	if err := drive(ctx, true, rd, r, w); err != nil && !pt.Mode.Pauses() {
-		out.errs = append(out.errs, err)
+	if driven != nil && !pt.Mode.Pauses() {
+		out.errs = append(out.errs, driven) // a run without a fault ends well
 	}
-	taker.Wait()
-	in.Resume()
-	out.stats = append(out.stats, r.Stats())
-	_ = r.Close()
-	out.delivered = dst.items()
-	out.inProcess = len(out.delivered)
-	out.absorb(&taken)
-	res.Reached = len(in.Fired()) > 0
-	res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}

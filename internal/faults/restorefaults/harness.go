@@ -158,40 +158,8 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 		}
 		out.delivered, res.Reached, out.childRan = got, killed, true
 		res.Fewer = !killed && calls[pt.Op] < pt.K
-	} else {
-		in := faults.New(pt)
-		var taker sync.WaitGroup
-		var taken outcome
-		if pt.Mode.Pauses() {
-			// Paused as a stopped process: another restorer takes its
-			// claims over and finishes the store, then it goes on.
-			in.OnFire = func(faults.Point) {
-				taker.Add(1)
-				go func() {
-					defer taker.Done()
-					defer in.Resume()
-					if err := finish(ctx, p, ids, h.Variant.Jobs, nil, &taken); err != nil {
-						taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
-					}
-				}()
-			}
-		}
-		dst := &destination{}
-		rd := faults.WrapReader(p.Reader, in)
-		r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
-		if err != nil {
-			return nil, err
-		}
-		_ = drive(ctx, h.Variant.Jobs, rd, r, nil) // errors are expected: the fault
-		taker.Wait()
-		in.Resume() // a pause that fired after the passes gave up
-		out.stats = append(out.stats, r.Stats())
-		_ = r.Close()
-		out.delivered = dst.items()
-		out.inProcess = len(out.delivered)
-		out.absorb(&taken)
-		res.Reached = len(in.Fired()) > 0
-		res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
+	} else if _, err := h.inProcess(ctx, p, ids, pt, nil, nil, &out, res); err != nil {
+		return nil, err // errors of the run are expected: the fault
 	}
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
@@ -201,6 +169,53 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 	}
 	check(p, sd, 1, &out, res)
 	return res, nil
+}
+
+// inProcess runs the scenario in this process with the fault at pt (a
+// point of an in-process mode, or faults.Mark), into out and res: before,
+// when not nil, is called when it fires; with a pause, restorers without
+// faults (watched by w in a control run) take its claims over and finish
+// the store meanwhile, then it goes on. It returns what driving the
+// scenario returned.
+func (h *Harness) inProcess(ctx context.Context, p *Place, ids []envelope.Identity, pt faults.Point, w *controlWatch, before func(), out *outcome, res *Result) (driven, err error) {
+	in := faults.New(pt)
+	var taker sync.WaitGroup
+	var taken outcome
+	in.OnFire = func(faults.Point) {
+		if before != nil {
+			before()
+		}
+		if !pt.Mode.Pauses() {
+			return
+		}
+		// Paused as a stopped process: another restorer takes its claims
+		// over and finishes the store, then it goes on.
+		taker.Add(1)
+		go func() {
+			defer taker.Done()
+			defer in.Resume()
+			if err := finish(ctx, p, ids, h.Variant.Jobs, w, &taken); err != nil {
+				taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
+			}
+		}()
+	}
+	dst := &destination{}
+	rd := faults.WrapReader(p.Reader, in)
+	r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
+	if err != nil {
+		return nil, err
+	}
+	driven = drive(ctx, h.Variant.Jobs, rd, r, w)
+	taker.Wait()
+	in.Resume() // a pause that fired after the passes gave up
+	out.stats = append(out.stats, r.Stats())
+	_ = r.Close()
+	out.delivered = dst.items()
+	out.inProcess = len(out.delivered)
+	out.absorb(&taken)
+	res.Reached = len(in.Fired()) > 0
+	res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
+	return driven, nil
 }
 
 // Cancel runs the scenario with the passes' context cancelled right after
