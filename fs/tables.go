@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -49,7 +50,9 @@ func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 
 // Stamp returns the modification time of the table's directory, which a
 // record added or removed changes (sink.Stamper); "none" while there is no
-// directory.
+// directory, and "" while the time is within stampGrain of now: a file
+// system keeps it to its clock's tick (a few milliseconds), so a record
+// added in the same tick leaves it as it was.
 func (t *table) Stamp(ctx context.Context) (string, error) {
 	dir, err := t.r.recordsDir(t.sp)
 	if err == nil {
@@ -65,5 +68,11 @@ func (t *table) Stamp(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if time.Since(fi.ModTime()) < stampGrain {
+		return "", nil
+	}
 	return strconv.FormatInt(fi.ModTime().UnixNano(), 10), nil
 }
+
+// stampGrain bounds the tick of a file system's timestamps.
+const stampGrain = 50 * time.Millisecond
