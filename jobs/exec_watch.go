@@ -132,14 +132,21 @@ type velocity struct {
 	n  []uint64
 }
 
-// velocityWindow is how far back Job.Velocity looks.
-const velocityWindow = 10 * time.Second
+// velocityWindow is how far back Job.Velocity looks, over about
+// velocitySamples samples at most.
+const (
+	velocityWindow  = 10 * time.Second
+	velocitySamples = 40
+)
 
 // add notes count n at now and returns the rate over the window: 0 until
 // the samples span a second.
 func (v *velocity) add(now time.Time, n uint64) float64 {
 	if len(v.n) > 0 && n < v.n[len(v.n)-1] {
 		v.at, v.n = v.at[:0], v.n[:0]
+	}
+	if k := len(v.at); k >= 2 && now.Sub(v.at[k-2]) < velocityWindow/velocitySamples {
+		v.at, v.n = v.at[:k-1], v.n[:k-1] // a job writing often keeps a sample a fortieth of the window
 	}
 	v.at, v.n = append(v.at, now), append(v.n, n)
 	for len(v.at) > 2 && now.Sub(v.at[1]) >= velocityWindow {
