@@ -48,9 +48,15 @@ func TestPauseTakesEffectAtTheNextRecord(t *testing.T) {
 	}
 }
 
-// A job paced at 2 items/s is paused between two records: the wait for its
-// pace is cut short.
+// A job paced at 2 items/s is paused, or cancelled, between two records:
+// the wait for its pace is cut short.
 func TestPauseAtTwoItemsASecond(t *testing.T) {
+	for _, verb := range []string{"pause", "cancel"} {
+		t.Run(verb, func(t *testing.T) { controlAtTwoItemsASecond(t, verb) })
+	}
+}
+
+func controlAtTwoItemsASecond(t *testing.T, verb string) {
 	st := memsink.New()
 	dumpOneBlock(t, st, 1000)
 	d := &ctlDest{}
@@ -61,20 +67,24 @@ func TestPauseAtTwoItemsASecond(t *testing.T) {
 	}
 	_ = rn.Start()
 	waitFor(t, func() bool { n, _ := d.delivered(); return n >= 2 })
-	if _, err := js.Pause(ctx, "slow"); err != nil {
+	ask, want := js.Pause, jobs.Paused
+	if verb == "cancel" {
+		ask, want = js.Cancel, jobs.Cancelled
+	}
+	if _, err := ask(ctx, "slow"); err != nil {
 		t.Fatal(err)
 	}
-	waitSeen(t, st, "slow", readRaw(t, st, "slow").Rev, "pause")
+	waitSeen(t, st, "slow", readRaw(t, st, "slow").Rev, verb)
 	seen, _ := d.delivered()
 	var j jobs.Job
 	waitFor(t, func() bool {
 		var err error
 		j, err = js.Get(ctx, "slow")
 		n, _ := d.delivered()
-		return err == nil && (j.State == jobs.Paused || n > seen+1)
+		return err == nil && (j.State == want || n > seen+1)
 	})
-	if n, _ := d.delivered(); j.State != jobs.Paused || n > seen+1 || j.Delivered != uint64(n) {
-		t.Fatalf("job %s, %d delivered, its record says %d; %d were when its runner knew of the pause: want paused at the next record", j.State, n, j.Delivered, seen)
+	if n, _ := d.delivered(); j.State != want || n > seen+1 || j.Delivered != uint64(n) {
+		t.Fatalf("job %s, %d delivered, its record says %d; %d were when its runner knew of the %s: want %s at the next record", j.State, n, j.Delivered, seen, verb, want)
 	}
 }
 

@@ -88,3 +88,16 @@ func j0(t *testing.T, js *jobs.Store, id string) jobs.Job {
 	}
 	return j
 }
+
+// A job tried again after a failed pass keeps when it was due (Job.At, what
+// its lateness is measured from); the retry's time is Job.Next.
+func TestRetryKeepsWhenTheJobWasDue(t *testing.T) {
+	js, d := downJob(t, jobs.Spec{ID: "r"})
+	created := j0(t, js, "r")
+	waitFor(t, func() bool { return j0(t, js, "r").Failures >= 2 })
+	d.down.Store(false)
+	j := waitJob(t, js, "r")
+	if j.State != jobs.Completed || !j.At.Equal(created.At) || j.Started.Before(j.At) || j.Late() != j.Started.Sub(j.At).Truncate(time.Millisecond) {
+		t.Fatalf("job %s due %s, started %s (%s late); created due %s: want the due time kept", j.State, j.At, j.Started, j.Late(), created.At)
+	}
+}
