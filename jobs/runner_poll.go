@@ -131,20 +131,26 @@ func (rn *Runner) list(ctx context.Context, now time.Time) error {
 }
 
 // changed reports whether an idle runner should list the due markers now:
-// it has a free Restorer, the markers changed since its last listing (their
-// stamp), and that listing is older than ten times what it took (so that a
-// large "jobsdue" changing all the time is not listed without pause).
+// it has a free Restorer and nothing left to start from its last listing,
+// the markers changed since that listing (their stamp), and it is older
+// than fifty times what it took (so that a large "jobsdue" changing all the
+// time costs 2% of a core in listings at most). A runner with jobs to start
+// from its listing (jobs due every few milliseconds, say) lists again at
+// its PollInterval, as it would.
 func (rn *Runner) changed(ctx context.Context, st sink.Stamper) bool {
 	if len(rn.free) == 0 {
 		return false
 	}
 	rn.pollMu.Lock()
-	listed := rn.listed
+	listed, waiting := rn.listed, len(rn.listing)
 	rn.pollMu.Unlock()
+	if waiting > 0 {
+		return false
+	}
 	rn.mu.Lock()
 	last, took := rn.stamp, rn.listTook
 	rn.mu.Unlock()
-	if time.Since(listed) < max(noticeEvery, 10*took) {
+	if time.Since(listed) < max(noticeEvery, 50*took) {
 		return false
 	}
 	stamp, err := st.Stamp(ctx)
