@@ -67,7 +67,9 @@ func BenchmarkEnqueue(b *testing.B) {
 }
 
 // BenchmarkRestore measures restoring 256-byte JSON dead letters from the fs
-// sink into a destination that accepts everything.
+// sink into a destination that accepts everything, with the default
+// configuration, and reports the peak heap in use beyond the start
+// (peak-heap-MiB).
 func BenchmarkRestore(b *testing.B) {
 	for _, codec := range []dlqdump.Codec{dlqdump.Zstd, dlqdump.S2} {
 		b.Run(codec.String(), func(b *testing.B) {
@@ -100,10 +102,12 @@ func BenchmarkRestore(b *testing.B) {
 			b.SetBytes(size / int64(b.N))
 			b.ReportAllocs()
 			b.ResetTimer()
+			stop := sampleHeap(nil)
 			if err := r.Restore(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MiB")
 			if n.Load() != int64(b.N) {
 				b.Fatalf("restored %d of %d", n.Load(), b.N)
 			}

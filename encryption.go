@@ -113,7 +113,7 @@ func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
 
 // readerOptions returns the options the Restorer reads segment name with.
 func (r *Restorer) readerOptions(name string) *segment.ReaderOptions {
-	o := &segment.ReaderOptions{Name: name, Keys: r.c.keys}
+	o := &segment.ReaderOptions{Name: name, Keys: r.c.keys, MaxBlockSize: r.c.maxBlock}
 	if e := r.c.Encryption; e != nil {
 		o.RequireEncrypted = e.RequireEncrypted
 	}

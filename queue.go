@@ -188,8 +188,8 @@ func (q *Queue) Enqueue(x any) error {
 	if err != nil {
 		return q.refuse(refusedEncode, item, errs.Chain(ErrEncode, err))
 	}
-	if len(body) > segment.MaxRecordSize {
-		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d", ErrTooLarge, item, len(body), segment.MaxRecordSize))
+	if len(body) > q.c.maxRecord {
+		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d (Config.MaxRecordSize)", ErrTooLarge, item, len(body), q.c.maxRecord))
 	}
 	size := int64(segment.RecordSize(len(body)))
 	now := time.Now().UnixNano()

@@ -423,6 +423,9 @@ func (rep *Report) add(o *Report) {
 	rep.LeftSegments += o.LeftSegments
 	rep.Claimed += o.Claimed
 	rep.DamagedBlocks += o.DamagedBlocks
+	rep.ReleasedDamagedBlocks += o.ReleasedDamagedBlocks
+	rep.Completed += o.Completed
+	rep.Gone += o.Gone
 	rep.NoKeySegments += o.NoKeySegments
 	if rep.ByReason == nil && len(o.ByReason) > 0 {
 		rep.ByReason = map[string]uint64{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -83,9 +84,14 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
-		rec, _, err := r.claimer.Inspect(ctx, name)
+		rec, live, err := r.claimer.Inspect(ctx, name)
 		if err != nil {
 			return err
+		}
+		if rec != nil && rec.State == claims.StateFinishing && rec.To != nil && !live {
+			// A claim would complete what its holder decided.
+			rep.Completed++
+			return nil
 		}
 		if rec != nil {
 			found = rec.Progress
@@ -93,6 +99,11 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		}
 	} else {
 		cl, err := r.claim(ctx, name)
+		var fin *claims.Finished
+		if errors.As(err, &fin) {
+			r.completed(fin, rep)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -165,6 +176,9 @@ func (g *segRun) run(found json.RawMessage) error {
 	}
 	if !g.prog.Done {
 		if err := g.readBlocks(); err != nil {
+			if errors.Is(err, errSetAside) {
+				return nil // quarantined where it stopped
+			}
 			return err
 		}
 		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
@@ -203,10 +217,7 @@ func (g *segRun) open() (done bool, err error) {
 	g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
-			// An earlier holder finished it: drop the stale record.
-			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
-				g.ended = true
-			}
+			return true, g.gone(err)
 		}
 		return true, err
 	}
@@ -247,7 +258,7 @@ func (g *segRun) readBlocks() error {
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	st := segment.NewStream(g.sr, nil)
+	st := segment.NewStream(g.sr, &segment.StreamOptions{Workers: streamWorkers()})
 	atEnd, err := g.consume(st)
 	_ = st.Close()
 	if err != nil {
@@ -261,6 +272,14 @@ func (g *segRun) readBlocks() error {
 	return nil
 }
 
+// maxStreamWorkers caps the goroutines that decode a segment's blocks ahead
+// of its deliveries: each keeps a decode buffer (up to 1 MiB), so that the
+// Restorer's memory follows its configuration, not the machine's cores;
+// four decode faster than a destination takes records.
+const maxStreamWorkers = 4
+
+func streamWorkers() int { return min(runtime.GOMAXPROCS(0), maxStreamWorkers) }
+
 // consume handles the stream's blocks until its end or an error.
 func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 	for {
@@ -270,6 +289,9 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 		}
 		if err != nil {
 			var ce *segment.CorruptError
+			if errors.As(err, &ce) && errors.Is(err, segment.ErrTooLarge) {
+				return false, g.tooLarge(err)
+			}
 			if errors.As(err, &ce) {
 				g.damaged(err)
 				continue
@@ -285,6 +307,27 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			return false, err
 		}
 	}
+}
+
+// errSetAside ends the reading of a segment that was quarantined at a block
+// (tooLarge).
+var errSetAside = errors.New("dlqdump: segment quarantined")
+
+// tooLarge quarantines the segment at a block larger than the Restorer
+// reads (Config.MaxRecordSize), err saying so. It is not damage: its
+// progress stays at that block, so a Restorer that reads larger blocks
+// goes on from there once the segment is released, and nothing is skipped.
+// It returns errSetAside once quarantined.
+func (g *segRun) tooLarge(err error) error {
+	reason := fmt.Sprintf("%v: this Restorer reads blocks of up to %d bytes; release it to a Restorer with a larger Config.MaxRecordSize", err, g.r.c.maxBlock)
+	var left int
+	if ft := g.sr.Footer(); ft != nil && ft.Records > g.prog.Seq {
+		left = int(ft.Records - g.prog.Seq) // from that block on
+	}
+	if err := g.quarantineWhole("too_large", reason, left); err != nil {
+		return err
+	}
+	return errSetAside
 }
 
 // damaged records a damaged block: it is skipped, counted in the progress and

@@ -44,7 +44,7 @@ func (g *segRun) saveLast() error {
 	p := g.marshal()
 	var err error
 	if len(g.prog.Aside) == 0 && !g.untouched() {
-		err = g.keep.SaveFinal(g.ctx, p)
+		err = g.keep.SaveFinal(g.ctx, p, g.destination())
 	} else {
 		err = g.keep.Save(g.ctx, p)
 	}

@@ -274,6 +274,20 @@ type Report struct {
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
+	// ReleasedDamagedBlocks counts the damaged blocks of segments released
+	// from quarantine that the pass finished: their records cannot be
+	// read, the quarantine reported them, and finishing the segment
+	// deletes them with it (archives them, with Archive); a dry run
+	// counts those it would.
+	ReleasedDamagedBlocks int
+	// Completed counts the segments whose previous holder had decided how
+	// to finish them (delete, archive, quarantine, expire) and stopped past
+	// its lease before it was done: the pass completed that decision
+	// instead of restoring them (counted in Segments or
+	// QuarantinedSegments too, an expired one in neither). Gone counts
+	// those the pass found in no area, removed by someone without their
+	// claim (logged, with their progress).
+	Completed, Gone int
 	// NoKeySegments counts the encrypted segments left in place because no
 	// identity of Config.Encryption unwraps their data key (or it has
 	// none): they were not restored, and the pass returns an error wrapping
@@ -484,15 +498,37 @@ func (r *Restorer) sweep(ctx context.Context, names []string) {
 		case err != nil:
 			r.log.Debug("removing a stale claim record failed", slog.String("segment", name), slog.Any("error", err))
 		case removed != nil:
-			r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
-			if removed.State == claims.StateFinishing {
-				// Its holder finished it and stopped before removing
-				// the record: what it set aside is counted here, once.
-				if p, err := claims.ParseProgress(removed.Progress); err == nil {
-					r.countQuarantined(p.Labels)
-				}
-			}
+			r.swept(name, removed)
 		}
+	}
+}
+
+// swept accounts for the record Sweep removed of a segment that is gone.
+func (r *Restorer) swept(name string, rec *claims.Record) {
+	p, perr := claims.ParseProgress(rec.Progress)
+	switch {
+	case rec.State == claims.StateFinishing:
+		// Its holder finished it and stopped before removing the
+		// record: what the finish accounts for is counted here, once.
+		r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
+		var to claims.Destination
+		if rec.To != nil {
+			to = *rec.To
+		}
+		if perr != nil {
+			r.account(to, nil)
+		} else {
+			r.account(to, &p)
+		}
+	case rec.State == claims.StateOpen && perr == nil && p.Started() && !(p.Done && len(p.Aside) == 0):
+		// A restore under way (or released midway) whose segment is in
+		// neither the ready area nor quarantine: removed by someone
+		// without its claim.
+		r.mw.Fail("gone")
+		r.log.Warn("a segment being restored is in neither the ready area nor quarantine: removed by someone without its claim; the records its progress does not count as delivered or set aside are gone",
+			slog.String("segment", name), slog.String("holder", rec.Owner), slog.Uint64("delivered", p.Delivered), slog.Uint64("set_aside", p.Quarantined+p.Skipped))
+	default:
+		r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
 	}
 }
 

@@ -199,7 +199,7 @@ func TestAlerts(t *testing.T) {
 		t.Fatalf("alerts.yml: %v", errs)
 	}
 	want := []string{"DlqdumpBacklogOld", "DlqdumpReadySegmentsGrowing", "DlqdumpQuarantineGrowing", "DlqdumpBackpressure",
-		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpRestoreStalled", "DlqdumpJobFailed",
+		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpSegmentsRemovedWithoutClaim", "DlqdumpRestoreStalled", "DlqdumpJobFailed",
 		"DlqdumpDeadLettersArriving", "DlqdumpNotFlushing", "DlqdumpJobNoProgress", "DlqdumpMetricsAbsent", "DlqdumpInstanceGone"}
 	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
 	if err != nil {

@@ -128,7 +128,11 @@ func newJobLsCmd(a *app) *cobra.Command {
 			if state != "" {
 				s, err := jobs.ParseState(state)
 				if err != nil {
-					return usageErrorf("--state: %v", err)
+					names := make([]string, len(jobs.States))
+					for i, s := range jobs.States {
+						names[i] = string(s)
+					}
+					return usageErrorf("--state %q: no such job state; want one of %s", state, strings.Join(names, ", "))
 				}
 				states = append(states, s)
 			}

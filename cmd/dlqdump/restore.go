@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,11 @@ its records are delivered, and the next pass reads only the others.
 Without --to, each record is written to stdout as one JSON object and line:
   {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}
 (payload_base64 as for cat; the headers are those delivered: "replays" is
-raised by one on every restore). A record counts as delivered once written.
+raised by one on every restore). A record counts as delivered once written,
+and its segment is deleted once done, as with --to: to look at records and
+keep them, use dlqdump cat. On a terminal, restore says so and asks first
+(and does not start without an answer); redirected to a file or a pipe, it
+does not ask.
 
 With --to URL, each record is POSTed to URL, its payload as the body
 (Content-Type from --content-type) and each header as an X-Dlq-KEY request
@@ -163,6 +168,11 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	l, err := a.open(loc, true)
 	if err != nil {
 		return err
+	}
+	if target == nil && !f.dryRun {
+		if err := a.confirmStdoutRestore(l, os.Stdin); err != nil {
+			return err
+		}
 	}
 	ready, err := a.list(l, []sink.Area{sink.AreaReady}, names)
 	if err != nil {
@@ -418,6 +428,10 @@ func (a *app) printDryRun(l *location, rep *dlqdump.Report) error {
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(w, "damaged blocks   %d (their records cannot be restored; run dlqdump verify)\n", rep.DamagedBlocks)
 	}
+	if rep.ReleasedDamagedBlocks > 0 {
+		fmt.Fprintf(w, "would finish     %s of segments released from quarantine: their records cannot be read, and finishing the segment deletes (--archive: archives) them with it; to keep what can be read of them: dlqdump verify %s --salvage DIR\n",
+			plural(rep.ReleasedDamagedBlocks, "damaged block"), l.raw)
+	}
 	if rep.NoKeySegments > 0 {
 		fmt.Fprintf(w, "no key for       %s (encrypted: would be left in place)\n", plural(rep.NoKeySegments, "segment"))
 	}
@@ -458,6 +472,9 @@ func (a *app) printReport(l *location, to string, rep *dlqdump.Report, hd *httpD
 	}
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(&b, "\nskipped %s (run dlqdump verify)", plural(rep.DamagedBlocks, "damaged block"))
+	}
+	if rep.ReleasedDamagedBlocks > 0 {
+		fmt.Fprintf(&b, "\nfinished %s of segments released from quarantine with them (their records could not be read)", plural(rep.ReleasedDamagedBlocks, "damaged block"))
 	}
 	if rep.NoKeySegments > 0 {
 		fmt.Fprintf(&b, "\nleft %s in place: encrypted, and no identity given unwraps their keys", plural(rep.NoKeySegments, "segment"))
