@@ -27,13 +27,13 @@ func (discardSegment) Truncate(int64) error         { return nil }
 func (discardSegment) Commit(context.Context) error { return nil }
 func (discardSegment) Abort() error                 { return nil }
 
-func benchEnqueue(b *testing.B, w dlqdump.Writer, codec dlqdump.Codec) {
+func benchEnqueue(b *testing.B, w dlqdump.Writer, codec dlqdump.Codec, noSummary bool) {
 	pool := gen.New(1).Events(1<<14, 256)
 	var size int64
 	for _, p := range pool {
 		size += int64(len(p))
 	}
-	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Megabyte, Codec: codec})
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Megabyte, Codec: codec, NoSummary: noSummary})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,17 +57,28 @@ func benchEnqueue(b *testing.B, w dlqdump.Writer, codec dlqdump.Codec) {
 }
 
 // BenchmarkEnqueue measures Enqueue of 256-byte JSON dead letters through to
-// published segments, with a sink that discards and with the fs sink.
+// published segments, with a sink that discards and with the fs sink, the
+// segments with summaries (the default) and, side by side, without
+// (Config.NoSummary):
+//
+//	go test -run '^$' -bench 'BenchmarkEnqueue/discard/zstd' -count 3 .
 func BenchmarkEnqueue(b *testing.B) {
-	b.Run("discard/zstd", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.Zstd) })
-	b.Run("discard/s2", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.S2) })
-	b.Run("discard/none", func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.NoCompression) })
-	b.Run("fs/zstd", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.Zstd) })
-	b.Run("fs/s2", func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.S2) })
+	for _, sum := range []struct {
+		name string
+		off  bool
+	}{{"", false}, {"/no-summary", true}} {
+		b.Run("discard/zstd"+sum.name, func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.Zstd, sum.off) })
+		b.Run("discard/s2"+sum.name, func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.S2, sum.off) })
+		b.Run("discard/none"+sum.name, func(b *testing.B) { benchEnqueue(b, discardWriter{}, dlqdump.NoCompression, sum.off) })
+		b.Run("fs/zstd"+sum.name, func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.Zstd, sum.off) })
+		b.Run("fs/s2"+sum.name, func(b *testing.B) { benchEnqueue(b, &fs.Writer{Directory: b.TempDir()}, dlqdump.S2, sum.off) })
+	}
 }
 
 // BenchmarkRestore measures restoring 256-byte JSON dead letters from the fs
-// sink into a destination that accepts everything.
+// sink into a destination that accepts everything, with the default
+// configuration, and reports the peak heap in use beyond the start
+// (peak-heap-MiB).
 func BenchmarkRestore(b *testing.B) {
 	for _, codec := range []dlqdump.Codec{dlqdump.Zstd, dlqdump.S2} {
 		b.Run(codec.String(), func(b *testing.B) {
@@ -100,10 +111,12 @@ func BenchmarkRestore(b *testing.B) {
 			b.SetBytes(size / int64(b.N))
 			b.ReportAllocs()
 			b.ResetTimer()
+			stop := sampleHeap(nil)
 			if err := r.Restore(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MiB")
 			if n.Load() != int64(b.N) {
 				b.Fatalf("restored %d of %d", n.Load(), b.N)
 			}

@@ -110,6 +110,17 @@ type Config struct {
 	// reader. Default 256 KiB, or less to fit Capacity; at most Capacity
 	// minus the segment's framing (with Encryption, its key section too).
 	BlockSize MemorySize
+	// MaxRecordSize is the largest record, its headers included, that a
+	// Queue dumps and a Restorer reads: the Queue refuses a larger item
+	// (ErrTooLarge), and a Restorer stops at a block larger than this or
+	// BlockSize, whichever is larger: the segment goes to quarantine with
+	// its progress at that block, saying so, and a Restorer with a larger
+	// MaxRecordSize goes on from there once it is released. It bounds the
+	// memory a segment can make
+	// a Restorer hold, whatever the segment claims: about one block of
+	// that size while it is delivered (docs/MEMORY.md). Give the Queue and
+	// the Restorer the same value. At most 64 MiB. Default 8 MiB.
+	MaxRecordSize MemorySize
 	// Codec is how blocks are compressed. Default Zstd.
 	Codec Codec
 	// CompressionLevel is the codec's level: for Zstd a zstd level (1
@@ -122,6 +133,14 @@ type Config struct {
 	// Source, when set, is stored as the "source" header of every record
 	// that does not carry one. Default "".
 	Source string
+	// NoSummary writes segments without a summary. A summary (written
+	// before a segment's footer, see docs/SELECT.md) lets every selection
+	// (cat, restore, jobs, the console) skip segments, and blocks of
+	// them, that hold no record it selects; it costs a few percent of a
+	// segment's bytes and of the compressors' time, and readers that
+	// predate summaries refuse segments that carry one. Default false:
+	// every segment carries a summary.
+	NoSummary bool
 
 	// Restorer fields.
 
@@ -339,8 +358,9 @@ func (w Window) loc() *time.Location {
 // restorerConfig is a validated copy of the Restorer's fields.
 type restorerConfig struct {
 	Config
-	rater interface{ Rate() float32 }
-	keys  segment.KeyUnwrapper // from Encryption.Identities
+	rater    interface{ Rate() float32 }
+	keys     segment.KeyUnwrapper // from Encryption.Identities
+	maxBlock int                  // the largest raw block read
 }
 
 func (c *Config) restorerConfig() (*restorerConfig, error) {
@@ -383,7 +403,15 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		return nil, fmt.Errorf("%w: Lease: %s is longer than an hour (other restorers take a claim over after at most an hour unchanged)", ErrConfig, c.Lease)
 	case c.CheckpointInterval < 0:
 		return nil, fmt.Errorf("%w: CheckpointInterval: %s is negative", ErrConfig, c.CheckpointInterval)
+	case c.BlockSize > segment.MaxBlockSize:
+		return nil, fmt.Errorf("%w: BlockSize: %s exceeds the maximum %d", ErrConfig, c.BlockSize, segment.MaxBlockSize)
 	}
+	maxRecord, err := c.maxRecordSize()
+	if err != nil {
+		return nil, err
+	}
+	// A block holds records up to BlockSize, or one larger record.
+	r.maxBlock = max(int(c.BlockSize), segment.DefaultBlockSize, maxRecord+segment.MaxBlockSize-segment.MaxRecordSize)
 	for i, w := range c.Windows {
 		if w.Start < 0 || w.Start >= 24*time.Hour || w.End < 0 || w.End > 24*time.Hour || w.Start == w.End {
 			return nil, fmt.Errorf("%w: Windows[%d]: %s-%s is not a window within a day", ErrConfig, i, w.Start, w.End)
@@ -490,6 +518,20 @@ func badDestinations(d map[string]queue.Enqueuer) string {
 // maxConcurrency bounds Config.Concurrency.
 const maxConcurrency = 1024
 
+// defaultMaxRecordSize is Config.MaxRecordSize's default.
+const defaultMaxRecordSize = 8 * Megabyte
+
+// maxRecordSize returns Config.MaxRecordSize, checked, or its default.
+func (c *Config) maxRecordSize() (int, error) {
+	switch {
+	case c.MaxRecordSize == 0:
+		return int(defaultMaxRecordSize), nil
+	case c.MaxRecordSize > segment.MaxRecordSize:
+		return 0, fmt.Errorf("%w: MaxRecordSize: %s exceeds the maximum %s", ErrConfig, c.MaxRecordSize, MemorySize(segment.MaxRecordSize))
+	}
+	return int(c.MaxRecordSize), nil
+}
+
 // DefaultSegmentsInFlight is Config.SegmentsInFlight's default: after a
 // crash, at most this many blocks (one per segment in flight) are
 // delivered twice.
@@ -503,6 +545,7 @@ type queueConfig struct {
 	Config
 	codec     segment.Codec
 	blockSize int
+	maxRecord int
 }
 
 const minCapacity = 4 * Kilobyte
@@ -538,6 +581,9 @@ func (c *Config) queueConfig() (*queueConfig, error) {
 	}
 	codec, err := c.Codec.segmentCodec()
 	if err != nil {
+		return nil, err
+	}
+	if q.maxRecord, err = c.maxRecordSize(); err != nil {
 		return nil, err
 	}
 	if err := c.Encryption.checkQueue(); err != nil {

@@ -98,22 +98,24 @@ func (e *Encryption) keyring() segment.KeyUnwrapper {
 }
 
 // segmentOptions returns the options of a new segment the Queue writes:
-// with a new data key when encrypting.
+// with a summary unless NoSummary, with a new data key when encrypting.
 func (q *Queue) segmentOptions() (*segment.WriterOptions, error) {
+	o := &segment.WriterOptions{Summarize: !q.c.NoSummary, MaxSize: int64(q.c.Capacity)}
 	e := q.c.Encryption
 	if e == nil {
-		return nil, nil
+		return o, nil
 	}
 	dk, err := envelope.NewDataKey(q.ctx, e.Recipients...)
 	if err != nil {
 		return nil, fmt.Errorf("dlqdump: new data key: %w", err)
 	}
-	return &segment.WriterOptions{Key: dk}, nil
+	o.Key = dk
+	return o, nil
 }
 
 // readerOptions returns the options the Restorer reads segment name with.
 func (r *Restorer) readerOptions(name string) *segment.ReaderOptions {
-	o := &segment.ReaderOptions{Name: name, Keys: r.c.keys}
+	o := &segment.ReaderOptions{Name: name, Keys: r.c.keys, MaxBlockSize: r.c.maxBlock}
 	if e := r.c.Encryption; e != nil {
 		o.RequireEncrypted = e.RequireEncrypted
 	}
@@ -225,20 +227,24 @@ func (e *noKeyError) Unwrap() error { return ErrNoKey }
 
 // sameBlocks reports whether the sealed segment other holds the blocks of
 // this sealed segment, byte for byte, as a rewrapped copy does (a new
-// header and key section, the same blocks): everything this segment holds
-// is then in the copy, read with the same data key. Nothing is decrypted.
+// header and key section, the same blocks) and one dlqdump summarize made
+// (a new header, the same blocks, a summary): everything this segment
+// holds is then in the copy, read with the same data key when encrypted.
+// Nothing is decrypted.
 func (g *segRun) sameBlocks(other string) (bool, error) {
 	ctx := g.ctx
+	var encrypted []bool // of this segment, then other
 	span := func(name string) (io.ReaderAt, int64, int64, func(), error) {
 		f, err := g.r.c.Reader.Open(ctx, sink.AreaReady, name)
 		if err != nil {
 			return nil, 0, 0, nil, err
 		}
 		sr, err := segment.NewReader(f, f.Size(), &segment.ReaderOptions{Name: name})
-		if err != nil || sr.Footer() == nil || !sr.Header().Encrypted {
+		if err != nil || sr.Footer() == nil {
 			f.Close()
 			return nil, -1, -1, nil, nil
 		}
+		encrypted = append(encrypted, sr.Header().Encrypted)
 		end := sr.Start()
 		if bl := sr.Footer().Blocks; len(bl) > 0 {
 			end = bl[len(bl)-1].End()
@@ -255,7 +261,7 @@ func (g *segRun) sameBlocks(other string) (bool, error) {
 		return false, err
 	}
 	defer bClose()
-	if aEnd-aStart != bEnd-bStart {
+	if aEnd-aStart != bEnd-bStart || encrypted[0] != encrypted[1] {
 		return false, nil
 	}
 	const chunk = 256 << 10

@@ -70,7 +70,7 @@ var (
 	// ErrLeaseLost means the claim expired and was taken over: the holder
 	// must stop restoring that segment at once.
 	ErrLeaseLost = claims.ErrLeaseLost
-	// ErrTooLarge means an encoded item exceeds segment.MaxRecordSize.
+	// ErrTooLarge means an encoded item exceeds Config.MaxRecordSize.
 	ErrTooLarge = segment.ErrTooLarge
 	// ErrCorrupt means a segment is damaged; see segment.CorruptError.
 	ErrCorrupt = segment.ErrCorrupt

@@ -16,9 +16,11 @@ func init() {
 // TestFaultsRestore enumerates the restore side's faults (see package
 // restorefaults): CI's sample of the fault points, in process (failing
 // without effect, taking effect and reporting failure) and in a child
-// process (killed before or after the call), and every fourth block
-// boundary cancelled; on a directory, on gofakes3 and on versitygw (skipped
-// when there is none, see s3test.Versity). cmd/dlqdump-reliability (or
+// process (killed before or after the call), every fourth block boundary
+// cancelled, and, through restore jobs, requests interleaved with the
+// writes of the jobs' and segments' records; on a directory, on gofakes3
+// and on versitygw (skipped when there is none, see s3test.Versity).
+// cmd/dlqdump-reliability (or
 // DLQDUMP_RESTORE_FAULTS_FULL=1) runs every point and every boundary. One
 // point alone:
 //
@@ -61,7 +63,11 @@ func TestFaultsRestore(t *testing.T) {
 		{"gofakes3", fake, restorefaults.Variant{}, small},
 		{"versitygw", versity, restorefaults.Variant{}, small},
 		{"fs", dirs, restorefaults.Variant{Encrypted: true}, small},
-		{"fs", dirs, restorefaults.Variant{Jobs: true}, small},
+		// Jobs: and each request (pause, cancel, a pause withdrawn)
+		// before the first and last write of a table and of a segment's
+		// record, with the call made as usual and with the runner
+		// paused there past its lease.
+		{"fs", dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
 	} {
 		t.Run(tc.name+"-"+tc.variant.String(), func(t *testing.T) {
 			store := tc.store(t)

@@ -5,13 +5,16 @@ package dlqdump
 // "closed", "encode", "too_large", "backpressure"), its failed writes
 // ("write", "recover", "not_durable", "shutdown"), and a Restorer's
 // segments it could not restore as they were ("corrupt",
-// "version_deleted", "unauthenticated_progress", "not_a_copy", "no_key").
+// "version_deleted", "unauthenticated_progress", "not_a_copy", "no_key"),
+// and those it claimed and found moved ("moved_away") or removed ("gone")
+// by someone without their claim.
 // A MetricsWriter may create a series for each up front, so that an alert
 // on its increase sees the first one.
 var FailReasons = []string{
 	"closed", "encode", "too_large", "backpressure",
 	"write", "recover", "not_durable", "shutdown",
 	"corrupt", "version_deleted", "unauthenticated_progress", "not_a_copy", "no_key",
+	"moved_away", "gone",
 }
 
 // QuarantineReasons are the reasons a Restorer calls
@@ -19,5 +22,6 @@ var FailReasons = []string{
 // MaxAttempts times ("refused"), that do not decode ("decode"), replayed
 // MaxReplays times ("replays"), and whole segments of another Version
 // ("version"), damaged ("damaged"), whose progress cannot be trusted
-// ("progress") or not encrypted under RequireEncrypted ("unencrypted").
-var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted"}
+// ("progress"), not encrypted under RequireEncrypted ("unencrypted") or
+// holding a block larger than Config.MaxRecordSize allows ("too_large").
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large"}

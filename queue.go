@@ -180,6 +180,9 @@ func (q *Queue) Enqueue(x any) error {
 			headers = withHeader(headers, HeaderSource, q.c.Source)
 		}
 	}
+	if _, ok := headers[HeaderRecordID]; ok {
+		headers = withoutHeader(headers, HeaderRecordID) // a new record: a new ID
+	}
 	sp := scratchPool.Get().(*[]byte)
 	defer putScratch(sp)
 	body := segment.AppendHeaders((*sp)[:0], headers)
@@ -188,8 +191,8 @@ func (q *Queue) Enqueue(x any) error {
 	if err != nil {
 		return q.refuse(refusedEncode, item, errs.Chain(ErrEncode, err))
 	}
-	if len(body) > segment.MaxRecordSize {
-		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d", ErrTooLarge, item, len(body), segment.MaxRecordSize))
+	if len(body) > q.c.maxRecord {
+		return q.refuse(refusedTooLarge, item, fmt.Errorf("%w: %T encodes to %d bytes, the cap is %d (Config.MaxRecordSize)", ErrTooLarge, item, len(body), q.c.maxRecord))
 	}
 	size := int64(segment.RecordSize(len(body)))
 	now := time.Now().UnixNano()
@@ -482,6 +485,9 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 			had := b.eb.Cap()
 			if b.bb.Count() > 0 {
 				comp.Encode(&b.eb, &b.bb)
+				if !q.c.NoSummary {
+					b.eb.Summarize(&b.bb) // here too, off the callers' goroutines
+				}
 			}
 			q.mu.Lock()
 			b.compressed = true
@@ -553,6 +559,16 @@ func withHeader(h Headers, k, v string) Headers {
 		m[hk] = hv
 	}
 	m[k] = v
+	return m
+}
+
+func withoutHeader(h Headers, k string) Headers {
+	m := make(Headers, len(h))
+	for hk, hv := range h {
+		if hk != k {
+			m[hk] = hv
+		}
+	}
 	return m
 }
 

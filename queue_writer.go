@@ -202,7 +202,7 @@ func (q *Queue) write(b *block) (full bool, err error) {
 	if b.count == 0 {
 		return false, nil
 	}
-	if q.seg != nil && q.seg.w.SealedSize(b.eb.Len()) > int64(q.c.Capacity) {
+	if q.seg != nil && q.seg.w.SealedSizeOf(&b.eb) > int64(q.c.Capacity) {
 		if err := q.seal(FlushSize); err != nil {
 			return false, err
 		}

@@ -50,10 +50,8 @@ func (g *segRun) release() {
 // nothing left, is finished like any other: releasing it says so.
 func (g *segRun) finish() error {
 	r := g.r
-	if g.prog.Damaged > g.reported {
-		reason := fmt.Sprintf("%d damaged blocks (first: %s); its %d intact records were delivered (%d) or set aside (%d), as its claim record says",
-			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
-		return g.quarantineWhole("damaged", reason, 0)
+	if to := g.destination(); to.Area == sink.AreaQuarantine {
+		return g.quarantineWhole("damaged", to.Reason, 0)
 	}
 	if g.untouched() {
 		// A filtered pass that selected none of its records leaves it
@@ -68,6 +66,8 @@ func (g *segRun) finish() error {
 		g.ended = true
 		return nil
 	}
+	// A released segment's damaged blocks go with it: the dry run says so.
+	g.rep.ReleasedDamagedBlocks += g.prog.Damaged
 	if g.dry {
 		g.rep.Segments++
 		return nil
@@ -77,12 +77,26 @@ func (g *segRun) finish() error {
 			slog.String("segment", g.name), slog.Int("damaged_blocks", g.prog.Damaged), slog.String("damage", g.prog.Damage),
 			slog.Uint64("delivered", g.prog.Delivered), slog.Bool("archived", r.c.Archive))
 	}
-	to := claims.Destination{Delete: !r.c.Archive, Area: sink.AreaArchive}
-	if err := g.end(to); err != nil {
+	if err := g.end(g.destination()); err != nil {
 		return err
 	}
 	g.rep.Segments++
 	return nil
+}
+
+// destination is where finish takes a segment with nothing left to do: to
+// quarantine when blocks were damaged that no quarantine reported yet,
+// otherwise deleted or archived.
+func (g *segRun) destination() claims.Destination {
+	if g.prog.Damaged > g.reported {
+		reason := fmt.Sprintf("%d damaged blocks (first: %s); its %d intact records were delivered (%d) or set aside (%d), as its claim record says",
+			g.prog.Damaged, g.prog.Damage, g.prog.Delivered+g.prog.Quarantined+g.prog.Skipped, g.prog.Delivered, g.prog.Quarantined+g.prog.Skipped)
+		return claims.Destination{Area: sink.AreaQuarantine, Reason: reason}
+	}
+	if g.r.c.Archive {
+		return claims.Destination{Area: sink.AreaArchive}
+	}
+	return claims.Destination{Delete: true}
 }
 
 // untouched reports whether the run did nothing to the segment but skip all
@@ -94,7 +108,8 @@ func (g *segRun) untouched() bool {
 
 // end finishes the claim, and counts in the metrics the records the
 // segment set aside for quarantine: counted from its progress once it is
-// finished, so that work repeated after an interruption is not counted twice.
+// finished, so that work repeated after an interruption is not counted
+// twice, and what to accounts for (Restorer.account).
 func (g *segRun) end(to claims.Destination) error {
 	// Finish may be repeated: a failure (or a success whose answer was
 	// lost) is tried again a few times before the claim is left to expire.
@@ -115,6 +130,6 @@ func (g *segRun) end(to claims.Destination) error {
 		return err
 	}
 	g.ended = true
-	g.r.countQuarantined(g.prog.Labels)
+	g.r.account(to, &g.prog)
 	return nil
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
-	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -162,30 +160,16 @@ func (in *inFlight) stopPass(err error) {
 }
 
 // segmentsInFlight returns how many segments a pass with opts works on at
-// once: one for a dry run, for a pass with a Limit or an OnBlock (which
-// count what the segments before did) and for a pass over the quarantine
-// (which releases each segment into the ready area before its run),
-// Config.SegmentsInFlight otherwise.
+// once: one for a dry run, for a pass with a Limit, an OnBlock or an
+// OnProgress (which count what the segments before did) and for a pass
+// over the quarantine (which releases each segment into the ready area
+// before its run), Config.SegmentsInFlight otherwise.
 func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
-	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.Area == AreaQuarantine {
+	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.OnProgress != nil || opts.Area == AreaQuarantine {
 		return 1
 	}
 	return r.c.SegmentsInFlight
 }
-
-// streamOptions are the options of the segment.Stream reading a segment
-// of a pass with opts: the segments in flight share the read-ahead one
-// segment would have (segment.DefaultReadAhead; at least minReadAhead each,
-// room for the block being delivered and the next of the default size) and
-// the workers decoding it, so that they hold about as many decoded blocks
-// as one segment did.
-func (r *Restorer) streamOptions(opts *RunOptions) *segment.StreamOptions {
-	n := r.segmentsInFlight(opts)
-	return &segment.StreamOptions{ReadAhead: max(segment.DefaultReadAhead/n, minReadAhead), Workers: max(runtime.GOMAXPROCS(0)/n, 1)}
-}
-
-// minReadAhead is the least read-ahead of a segment's stream.
-const minReadAhead = 2 * segment.DefaultBlockSize
 
 // newPipeline starts restoring names, the ready segments of a pass.
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
@@ -496,7 +480,11 @@ func (rep *Report) add(o *Report) {
 	rep.LeftSegments += o.LeftSegments
 	rep.Claimed += o.Claimed
 	rep.DamagedBlocks += o.DamagedBlocks
+	rep.ReleasedDamagedBlocks += o.ReleasedDamagedBlocks
+	rep.Completed += o.Completed
+	rep.Gone += o.Gone
 	rep.NoKeySegments += o.NoKeySegments
+	rep.SkippedSegments += o.SkippedSegments
 	if rep.ByReason == nil && len(o.ByReason) > 0 {
 		rep.ByReason = map[string]uint64{}
 	}

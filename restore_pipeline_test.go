@@ -57,24 +57,36 @@ func (s distantStore) Open(ctx context.Context, area sink.Area, name string) (si
 // their records' items ("NAME/SEQ").
 func seedSegments(t *testing.T, st *memsink.Store, n, per int, blocks []int) ([]string, []string) {
 	t.Helper()
+	return seedPadded(t, st, n, per, blocks, 0)
+}
+
+// seedPadded is seedSegments with records of pad bytes more ("NAME/SEQ "
+// and pad x's), in blocks as large as they make them.
+func seedPadded(t *testing.T, st *memsink.Store, n, per int, blocks []int, pad int) ([]string, []string) {
+	t.Helper()
 	base := time.Now().Add(-time.Hour)
+	padding := ""
+	if pad > 0 {
+		padding = " " + strings.Repeat("x", pad)
+	}
 	var names, items []string
 	for i := range n {
 		created := base.Add(time.Duration(i) * time.Millisecond)
 		id := segment.NewID(created)
 		name := segment.FileName(created, id)
 		var buf bytes.Buffer
-		w, err := segment.NewWriter(&buf, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, nil)
+		w, err := segment.NewWriter(&buf, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, &segment.WriterOptions{BlockSize: segment.MaxBlockSize})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for b := range blocks[i%len(blocks)] {
 			for r := range per {
 				seq := uint64(b*per + r)
-				if err := w.Add(created, nil, fmt.Appendf(nil, "%s/%d", name, seq)); err != nil {
+				item := fmt.Sprintf("%s/%d%s", name, seq, padding)
+				if err := w.Add(created, nil, []byte(item)); err != nil {
 					t.Fatal(err)
 				}
-				items = append(items, fmt.Sprintf("%s/%d", name, seq))
+				items = append(items, item)
 			}
 			if err := w.Flush(); err != nil { // ends the block
 				t.Fatal(err)
@@ -487,5 +499,63 @@ func TestRefreshReadsRecordsAtOnce(t *testing.T) {
 				t.Fatal("the records held by another restorer were read one after the other")
 			}
 		})
+	}
+}
+
+// The segments in flight share the read-ahead one segment had: a segment
+// whose blocks do not fit its share (here 1 MiB blocks, against 4 MiB / 8)
+// is read as one segment at a time was, holding the delivery token from its
+// first block to its last, so that the Restorer reads one such block at a
+// time (docs/MEMORY.md): no two segments then have records at risk at once.
+func TestSegmentsInFlightLargeBlocksReadAlone(t *testing.T) {
+	const per = 8
+	mem := memsink.New()
+	names, items := seedPadded(t, mem, 4, per, []int{3}, 128<<10) // blocks of 1 MiB
+	st := distantStore{Store: mem, rtt: time.Millisecond}
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		bySeg = map[string]uint64{}
+		most  int
+		fail  []string
+	)
+	dst := queueFunc(func(x any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seg, _, _ := strings.Cut(x.(string), "/")
+		bySeg[seg]++
+		atRisk := 0
+		for s, n := range bySeg {
+			data, _, err := mem.ReadRecord(ctx, s)
+			if err != nil {
+				continue // finished, or not claimed yet
+			}
+			rec, ok := claims.Parse(data)
+			if !ok {
+				fail = append(fail, "damaged record of "+s)
+				continue
+			}
+			if p, err := claims.ParseProgress(rec.Progress); err == nil && !p.Done && n > p.Seq {
+				atRisk++
+			}
+		}
+		most = max(most, atRisk)
+		return nil
+	})
+	r := newRestorer(t, dlqdump.Config{Reader: st, Queue: dst})
+	rep, err := r.Run(ctx, dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fail) > 0 {
+		t.Fatal(fail)
+	}
+	if rep.Segments != len(names) || rep.Delivered != uint64(len(items)) {
+		t.Fatalf("report %+v, want %d segments and %d records", rep, len(names), len(items))
+	}
+	if most > 1 {
+		t.Fatalf("%d segments of 1 MiB blocks had records at risk at once: they were read side by side", most)
 	}
 }

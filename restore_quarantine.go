@@ -27,13 +27,13 @@ func (g *segRun) quarantineWhole(label, reason string, records int) error {
 			return err
 		}
 	}
+	to := claims.Destination{Area: sink.AreaQuarantine, Reason: reason}
 	if records > 0 {
-		if g.prog.Labels == nil {
-			g.prog.Labels = map[string]uint64{}
-		}
-		g.prog.Labels[label] += uint64(records) // counted by end
+		// Counted by whoever completes the move: end, or the restorer
+		// that takes the claim over if this one stalls before it.
+		to = withAccount(to, finishAccount{Quarantined: map[string]uint64{label: uint64(records)}})
 	}
-	return g.end(claims.Destination{Area: sink.AreaQuarantine, Reason: reason})
+	return g.end(to)
 }
 
 // versionMismatch applies the VersionPolicy to a segment of another version.

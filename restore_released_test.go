@@ -69,6 +69,10 @@ func TestReleasedDamagedSegmentIsFinished(t *testing.T) {
 		if dry.Segments != rep.Segments || dry.QuarantinedSegments != rep.QuarantinedSegments || dry.Delivered != 0 {
 			t.Fatalf("dry run said %+v, the pass did %+v", dry, rep)
 		}
+		// Issue 30: the dry run says that the damaged block goes with it.
+		if dry.ReleasedDamagedBlocks != 1 || rep.ReleasedDamagedBlocks != 1 {
+			t.Fatalf("the dry run counted %d damaged blocks finished with the released segment, the pass %d; want 1 and 1", dry.ReleasedDamagedBlocks, rep.ReleasedDamagedBlocks)
+		}
 		for _, sub := range []string{"", fs.QuarantineDir} {
 			if _, err := os.Stat(filepath.Join(dir, sub, name)); !os.IsNotExist(err) {
 				t.Fatalf("archive %v: the segment is still in %q: %v", archive, sub, err)

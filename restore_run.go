@@ -35,6 +35,11 @@ type segRun struct {
 	ctx   context.Context
 	keep  *claims.Keeper // nil in a dry run
 	ended bool           // the claim was released or finished
+	// waits is ctx, cancelled too by RunOptions.Stop: the waits for the
+	// destination's pace end on it (restore_stop.go).
+	waits  context.Context
+	halted error     // an OnProgress's error: the pass stops at the next record
+	ticked time.Time // OnProgress was last called between checkpoints
 
 	f     sink.File
 	sr    *segment.Reader
@@ -62,8 +67,9 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk *segment.Block // the block being handled
-	win *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	blk     *segment.Block // the block being handled
+	win     *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	holding bool           // the run holds the delivery token across blocks (restore_memory.go)
 	// in connects the run to its pass's pipeline (restore_pipeline.go);
 	// nil with one segment at a time.
 	in *inFlight
@@ -81,9 +87,14 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
-		rec, _, err := r.claimer.Inspect(ctx, name)
+		rec, live, err := r.claimer.Inspect(ctx, name)
 		if err != nil {
 			return err
+		}
+		if rec != nil && rec.State == claims.StateFinishing && rec.To != nil && !live {
+			// A claim would complete what its holder decided.
+			rep.Completed++
+			return nil
 		}
 		if rec != nil {
 			found = rec.Progress
@@ -91,6 +102,11 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		}
 	} else {
 		cl, err := r.claim(ctx, name)
+		var fin *claims.Finished
+		if errors.As(err, &fin) {
+			r.completed(fin, rep)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -111,6 +127,13 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			g.win = newWindow(g, r.c.Concurrency)
 			defer g.win.close() // before release: no delivery outlives the run
 		}
+	}
+	g.waits = g.ctx
+	if opts.Stop != nil {
+		waits, cancel := context.WithCancelCause(g.ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(opts.Stop, func() { cancel(context.Cause(opts.Stop)) })()
+		g.waits = waits
 	}
 	g.lastSave = time.Now()
 	g.found = found
@@ -156,6 +179,9 @@ func (g *segRun) run(found json.RawMessage) error {
 	}
 	if !g.prog.Done {
 		if err := g.readBlocks(); err != nil {
+			if errors.Is(err, errSetAside) {
+				return nil // quarantined where it stopped
+			}
 			return err
 		}
 		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
@@ -194,10 +220,7 @@ func (g *segRun) open() (done bool, err error) {
 	g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
-			// An earlier holder finished it: drop the stale record.
-			if err := g.keep.Claim().Forget(context.WithoutCancel(g.ctx)); err == nil {
-				g.ended = true
-			}
+			return true, g.gone(err)
 		}
 		return true, err
 	}
@@ -235,7 +258,21 @@ func (g *segRun) readBlocks() error {
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	st := segment.NewStream(g.sr, g.r.streamOptions(g.opts))
+	opts, alone := g.streamOptions()
+	if alone {
+		// Its blocks do not fit its share of the read-ahead: it is read
+		// as one segment at a time was, holding the delivery token from
+		// its first block to its last (restore_memory.go).
+		if err := g.r.takeDelivery(g.ctx); err != nil {
+			if g.lost() {
+				return err
+			}
+			return g.stop(pos, err)
+		}
+		g.holding = true
+		defer func() { g.holding = false; g.r.giveDelivery() }()
+	}
+	st := segment.NewStream(g.sr, opts)
 	atEnd, err := g.consume(st)
 	_ = st.Close()
 	if err != nil {
@@ -258,6 +295,9 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 		}
 		if err != nil {
 			var ce *segment.CorruptError
+			if errors.As(err, &ce) && errors.Is(err, segment.ErrTooLarge) {
+				return false, g.tooLarge(err)
+			}
 			if errors.As(err, &ce) {
 				g.damaged(err)
 				continue
@@ -273,6 +313,27 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			return false, err
 		}
 	}
+}
+
+// errSetAside ends the reading of a segment that was quarantined at a block
+// (tooLarge).
+var errSetAside = errors.New("dlqdump: segment quarantined")
+
+// tooLarge quarantines the segment at a block larger than the Restorer
+// reads (Config.MaxRecordSize), err saying so. It is not damage: its
+// progress stays at that block, so a Restorer that reads larger blocks
+// goes on from there once the segment is released, and nothing is skipped.
+// It returns errSetAside once quarantined.
+func (g *segRun) tooLarge(err error) error {
+	reason := fmt.Sprintf("%v: this Restorer reads blocks of up to %d bytes; release it to a Restorer with a larger Config.MaxRecordSize", err, g.r.c.maxBlock)
+	var left int
+	if ft := g.sr.Footer(); ft != nil && ft.Records > g.prog.Seq {
+		left = int(ft.Records - g.prog.Seq) // from that block on
+	}
+	if err := g.quarantineWhole("too_large", reason, left); err != nil {
+		return err
+	}
+	return errSetAside
 }
 
 // damaged records a damaged block: it is skipped, counted in the progress and
@@ -296,6 +357,9 @@ func (g *segRun) block(b *segment.Block) error {
 	if err := g.handle(b, nil, segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}); err != nil {
 		return err
 	}
+	// Its deliveries ended: its memory is not needed for the checkpoint,
+	// and the stream reads the next block meanwhile.
+	b.Release()
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
 	last := g.lastBlock(next)
@@ -331,11 +395,14 @@ func (g *segRun) block(b *segment.Block) error {
 // while it waits for the token stops at at, the record it would handle
 // first.
 func (g *segRun) handle(b *segment.Block, want func(seq uint64) bool, at segment.Position) error {
-	if err := g.r.takeDelivery(g.ctx); err != nil {
-		if g.lost() {
-			return err // restoreSegment says the claim was lost
+	if !g.holding {
+		if err := g.r.takeDelivery(g.ctx); err != nil {
+			if g.lost() {
+				return err // restoreSegment says the claim was lost
+			}
+			return g.stop(at, err)
 		}
-		return g.stop(at, err)
+		defer g.r.giveDelivery()
 	}
 	err := g.handleRecords(b, want)
 	if err != nil && stopsPass(err) {
@@ -344,7 +411,6 @@ func (g *segRun) handle(b *segment.Block, want func(seq uint64) bool, at segment
 		// likely lost as this one.
 		g.in.stopPass(err)
 	}
-	g.r.giveDelivery()
 	return err
 }
 
@@ -375,10 +441,12 @@ func (g *segRun) handleRecords(b *segment.Block, want func(seq uint64) bool) err
 func (g *segRun) halt(seq uint64, err error) error {
 	if g.win != nil {
 		var re *recordError
-		if !errors.As(err, &re) && errors.Is(err, errStop) {
-			err = g.win.drain() // the deliveries before the limit end as they would
-			if err == nil {
-				err = errStop
+		var bs *blockStop
+		if !errors.As(err, &re) && (errors.Is(err, errStop) || errors.As(err, &bs)) {
+			// The deliveries before the limit, or the stop, end as
+			// they would.
+			if derr := g.win.drain(); derr != nil {
+				err = derr
 			}
 		}
 		if errors.As(err, &re) {
@@ -389,7 +457,8 @@ func (g *segRun) halt(seq uint64, err error) error {
 	if errors.Is(err, ErrUnavailable) {
 		err = fmt.Errorf("%w; stopped at segment %s record %d, its next to deliver", err, g.name, seq)
 	}
-	if errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil && !g.lost() {
+	var bs *blockStop
+	if errors.Is(err, errStop) || errors.As(err, &bs) || errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil && !g.lost() {
 		// Stop at this record: it is the next to handle.
 		return g.stop(segment.Position{Offset: g.blk.Info().Offset, Seq: seq}, err)
 	}

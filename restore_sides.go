@@ -171,7 +171,9 @@ func (g *segRun) copyRuns(src *segment.Reader, w *segment.Writer, runs []claims.
 					HeaderOrigin:     g.name + "#" + strconv.FormatUint(seq, 10),
 				}
 			}
-			if err := w.Copy(&rec, extra); err != nil {
+			// At another sequence number: the record keeps its ID in
+			// a header.
+			if err := w.CopyKeepID(&g.hdr, &rec, extra); err != nil {
 				return err
 			}
 		}

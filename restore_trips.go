@@ -38,10 +38,13 @@ func (g *segRun) saveLast() error {
 	if g.dry {
 		return nil
 	}
+	if err := g.checkpointing(); err != nil {
+		return err
+	}
 	p := g.marshal()
 	var err error
 	if len(g.prog.Aside) == 0 && !g.untouched() {
-		err = g.keep.SaveFinal(g.ctx, p)
+		err = g.keep.SaveFinal(g.ctx, p, g.destination())
 	} else {
 		err = g.keep.Save(g.ctx, p)
 	}

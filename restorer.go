@@ -14,7 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
-	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 )
 
 // Restorer brings dumped items back (seed: Restorer). It lists the ready
@@ -71,6 +71,15 @@ type RunOptions struct {
 	Since, Until time.Time
 	// Where restores only records having all these header values.
 	Where Headers
+	// Select restores only the records it selects (package selection,
+	// docs/SELECT.md), on top of Since, Until and Where: a record must
+	// pass them all. A selective pass (any of the four) does not claim
+	// nor read a segment whose header, footer and summary rule out every
+	// record (counted in Report.SkippedSegments); a selection naming
+	// segments ("segment = ...") is a pass over those, like Segments.
+	// Its areas ("area = ...") are the pass's Area: a ready pass selects
+	// no record of "area = quarantine". Default nil: every record.
+	Select *selection.Selection
 	// Limit stops the pass once this many records were delivered or
 	// quarantined (refused, undecodable, replayed too often, or in a
 	// segment quarantined whole): at most Limit records are offered to the
@@ -102,9 +111,38 @@ type RunOptions struct {
 	// it stopped), and Run returns it. A restore job records its
 	// progress, and learns that it is paused or cancelled, this way.
 	OnBlock func(Report) error
+	// Stop, when set, stops the pass at the next record once it is done:
+	// no record is offered to the destination after that, the waits for
+	// the destination's pace (Rate, Config.RateLimit, AllowRate, and,
+	// with Concurrency 1, a refused record's back-off) are cut short, the
+	// deliveries in flight end as they would (an Enqueue in progress is
+	// never interrupted, and is counted), the segment's progress is saved
+	// at the first record not delivered, and Run returns
+	// context.Cause(Stop). So a stop takes effect within a record at any
+	// pace and delivers nothing twice. A restore job is paused, cancelled
+	// or handed over this way. Default nil.
+	Stop context.Context
+	// OnProgress, when set, is called from the pass's goroutine with what
+	// the pass did so far: after a record once ProgressEvery passed since
+	// the last call (checkpoint false: an error stops the pass at the next
+	// record), and before each checkpoint of a segment's progress is
+	// handed to the store (checkpoint true: an error keeps that checkpoint
+	// from the store and stops the pass). Run returns the error. The
+	// Report's ByReason is the pass's own: read it within the call only.
+	// A restore job writes its counts there, before the segments'
+	// checkpoints, so that its record never says less than they do.
+	// Default nil.
+	OnProgress func(rep Report, checkpoint bool) error
+	// OnRelease, when set, is called with a quarantined segment's name
+	// before a pass over the quarantine releases it into the ready area;
+	// an error stops the pass before it, and Run returns it. A restore job
+	// over the quarantine notes there the segments it released, so that
+	// whoever takes it over finishes them. Default nil.
+	OnRelease func(name string) error
 
-	stopAt  time.Time // the background window closes
-	after   func()    // at the end of the pass
+	sel     *selection.Selection // Since, Until, Where and Select
+	stopAt  time.Time            // the background window closes
+	after   func()               // at the end of the pass
 	dest    queue.Enqueuer
 	rater   interface{ Rate() float32 }
 	limiter *rate.Limiter // Rate's, nil without
@@ -129,6 +167,13 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 	}
 	if o.Area != AreaReady && o.Area != AreaQuarantine {
 		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
+	}
+	o.sel = selection.And(selection.TimeRange(o.Since, o.Until), selection.Where(o.Where), o.Select)
+	if names, ok := o.sel.Segments(); ok && len(o.Segments) == 0 {
+		o.Segments = names
+		if len(names) == 0 {
+			o.Segments = []string{} // names no segment at all
+		}
 	}
 	return nil
 }
@@ -171,7 +216,12 @@ func (r *Restorer) passNames(ctx context.Context, opts *RunOptions) ([]string, e
 	return st.readyNames, nil
 }
 
-// blockStop is an error OnBlock returned: it stops the whole pass.
+// ProgressEvery is how often, at most, RunOptions.OnProgress is called
+// between checkpoints.
+const ProgressEvery = 100 * time.Millisecond
+
+// blockStop is an error OnBlock or OnProgress returned, or the cause of a
+// RunOptions.Stop: it stops the whole pass.
 type blockStop struct{ err error }
 
 func (e *blockStop) Error() string { return e.err.Error() }
@@ -181,19 +231,7 @@ func (e *blockStop) Unwrap() error { return e.err }
 // then written to a new ready segment (the remainder) before the original is
 // removed.
 func (o *RunOptions) filtered() bool {
-	return !o.Since.IsZero() || !o.Until.IsZero() || len(o.Where) > 0
-}
-
-func (o *RunOptions) selects(rec *segment.Record) bool {
-	if !o.Since.IsZero() && rec.Time < o.Since.UnixNano() || !o.Until.IsZero() && rec.Time >= o.Until.UnixNano() {
-		return false
-	}
-	for k, v := range o.Where {
-		if got, ok := rec.Headers.Lookup(k); !ok || string(got) != v {
-			return false
-		}
-	}
-	return true
+	return !o.Since.IsZero() || !o.Until.IsZero() || len(o.Where) > 0 || !o.Select.IsAll()
 }
 
 func (o *RunOptions) wants(name string) bool {
@@ -231,6 +269,11 @@ type Report struct {
 	// counted in Skipped: only a pass over everything applies the
 	// VersionPolicy.
 	OtherVersionSegments int
+	// SkippedSegments counts the segments a selective pass (Since, Until,
+	// Where, Select) neither claimed nor read: their header, footer and
+	// summary rule out every record it selects. Their records are not
+	// counted in Skipped.
+	SkippedSegments int
 	// SideSegments counts the quarantine and remainder segments written.
 	SideSegments int
 	// LeftSegments counts the segments the pass left ready with records
@@ -243,6 +286,20 @@ type Report struct {
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
+	// ReleasedDamagedBlocks counts the damaged blocks of segments released
+	// from quarantine that the pass finished: their records cannot be
+	// read, the quarantine reported them, and finishing the segment
+	// deletes them with it (archives them, with Archive); a dry run
+	// counts those it would.
+	ReleasedDamagedBlocks int
+	// Completed counts the segments whose previous holder had decided how
+	// to finish them (delete, archive, quarantine, expire) and stopped past
+	// its lease before it was done: the pass completed that decision
+	// instead of restoring them (counted in Segments or
+	// QuarantinedSegments too, an expired one in neither). Gone counts
+	// those the pass found in no area, removed by someone without their
+	// claim (logged, with their progress).
+	Completed, Gone int
 	// NoKeySegments counts the encrypted segments left in place because no
 	// identity of Config.Encryption unwraps their data key (or it has
 	// none): they were not restored, and the pass returns an error wrapping
@@ -342,6 +399,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			return rep, err
 		}
 	}
+	names = r.planNames(ctx, &opts, names, &rep)
 	var errs []error
 	var noKey []string
 	// result is the pass's error: errs, and the segments left for want of
@@ -370,7 +428,15 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
 		}
+		if opts.Stop != nil && opts.Stop.Err() != nil {
+			return pl.end(&rep), errors.Join(append(errs, context.Cause(opts.Stop))...)
+		}
 		if opts.Area == AreaQuarantine {
+			if opts.OnRelease != nil && !opts.DryRun {
+				if err := opts.OnRelease(si); err != nil {
+					return pl.end(&rep), errors.Join(append(errs, err)...)
+				}
+			}
 			if err := r.release(ctx, si, &opts); err != nil {
 				errs = append(errs, err)
 				continue
@@ -449,16 +515,38 @@ func (r *Restorer) sweep(ctx context.Context, names []string) {
 		case err != nil:
 			r.log.Debug("removing a stale claim record failed", slog.String("segment", name), slog.Any("error", err))
 		case removed != nil:
-			r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
-			if removed.State == claims.StateFinishing {
-				// Its holder finished it and stopped before removing
-				// the record: what it set aside is counted here, once.
-				if p, err := claims.ParseProgress(removed.Progress); err == nil {
-					r.countQuarantined(p.Labels)
-				}
-			}
+			r.swept(name, removed)
 		}
 	})
+}
+
+// swept accounts for the record Sweep removed of a segment that is gone.
+func (r *Restorer) swept(name string, rec *claims.Record) {
+	p, perr := claims.ParseProgress(rec.Progress)
+	switch {
+	case rec.State == claims.StateFinishing:
+		// Its holder finished it and stopped before removing the
+		// record: what the finish accounts for is counted here, once.
+		r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
+		var to claims.Destination
+		if rec.To != nil {
+			to = *rec.To
+		}
+		if perr != nil {
+			r.account(to, nil)
+		} else {
+			r.account(to, &p)
+		}
+	case rec.State == claims.StateOpen && perr == nil && p.Started() && !(p.Done && len(p.Aside) == 0):
+		// A restore under way (or released midway) whose segment is in
+		// neither the ready area nor quarantine: removed by someone
+		// without its claim.
+		r.mw.Fail("gone")
+		r.log.Warn("a segment being restored is in neither the ready area nor quarantine: removed by someone without its claim; the records its progress does not count as delivered or set aside are gone",
+			slog.String("segment", name), slog.String("holder", rec.Owner), slog.Uint64("delivered", p.Delivered), slog.Uint64("set_aside", p.Quarantined+p.Skipped))
+	default:
+		r.log.Info("removed the claim record of a segment that is gone", slog.String("segment", name))
+	}
 }
 
 // countQuarantined counts, by label, the records a finished segment set

@@ -189,13 +189,31 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 	switch {
 	case si.Area == sink.AreaReady && opts.DryRun:
 		p, _, err := r.claimer.Check(ctx, si.Name)
+		var fin *claims.Finished
+		if errors.As(err, &fin) {
+			// The claim would complete what its holder decided.
+			if a := parseAccount(fin.To); a.Expired != nil {
+				return *a.Expired, true, nil
+			}
+			return ex, false, nil
+		}
 		if err != nil {
 			return ex, false, err
 		}
 		progress = p
 	case si.Area == sink.AreaReady:
 		var err error
-		if cl, err = r.claimer.Claim(ctx, si.Name); err != nil {
+		cl, err = r.claimer.Claim(ctx, si.Name)
+		var fin *claims.Finished
+		if errors.As(err, &fin) {
+			// Its holder (another prune, or a restorer) decided how to
+			// finish it and stopped before it was done: completed now.
+			if a := r.completed(fin, nil); a.Expired != nil {
+				return *a.Expired, true, nil
+			}
+			return ex, false, nil
+		}
+		if err != nil {
 			return ex, false, err
 		}
 		progress = cl.Progress()
@@ -231,7 +249,7 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 		keep()
 		return ex, false, err
 	}
-	err = count(f, &ex)
+	err = count(f, &ex, r.c.maxBlock)
 	_ = f.Close()
 	if err != nil {
 		keep()
@@ -245,15 +263,21 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 	if opts.DryRun {
 		return ex, true, nil
 	}
-	if err := r.remove(ctx, cl, si); err != nil {
-		if errors.Is(err, sink.ErrNotFound) {
+	// The expiry goes with the decision into the claim record: a prune
+	// that stalls before the delete and is taken over is completed, and
+	// counted, by its taker.
+	if err := r.remove(ctx, cl, si, withAccount(claims.Destination{Delete: true}, finishAccount{Expired: &ex})); err != nil {
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			r.log.Info("taken over while expiring a segment (this process stalled past its lease): its new holder completes the expiry and counts it",
+				slog.String("segment", ex.Name), slog.Any("error", err))
+			return ex, false, fmt.Errorf("%w: %w", ErrClaimed, err)
+		case errors.Is(err, sink.ErrNotFound):
 			return ex, false, nil // removed by someone else meanwhile
 		}
 		return ex, false, err
 	}
-	r.mw.Expire(ex.Area, rule, int(ex.Records))
-	r.log.Warn("expired a segment", slog.String("segment", ex.Name), slog.String("area", ex.Area), slog.String("rule", rule),
-		slog.Uint64("records", ex.Records), slog.Time("oldest", ex.Oldest), slog.Time("newest", ex.Newest), slog.Int64("bytes", ex.Bytes))
+	r.countExpired(ex)
 	return ex, true, nil
 }
 
@@ -261,8 +285,8 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 // segment without one, from its intact blocks; nothing for a segment whose
 // header is damaged. Failing to read it (not damage) is an error: a segment
 // is never expired uncounted.
-func count(f sink.File, ex *ExpiredSegment) error {
-	opts := &segment.ReaderOptions{Name: ex.Name}
+func count(f sink.File, ex *ExpiredSegment, maxBlock int) error {
+	opts := &segment.ReaderOptions{Name: ex.Name, MaxBlockSize: maxBlock}
 	sr, err := segment.NewReader(f, f.Size(), opts)
 	var ce *segment.CorruptError
 	switch {
@@ -313,12 +337,12 @@ func handled(progress json.RawMessage) uint64 {
 // counted by the one whose removal took it; if that removal's answer was
 // lost while the other's failed without effect, both count it. A ready
 // segment is counted once, by the holder of its claim.
-func (r *Restorer) remove(ctx context.Context, cl *claims.Claim, si sink.Info) error {
+func (r *Restorer) remove(ctx context.Context, cl *claims.Claim, si sink.Info, to claims.Destination) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
 	defer cancel()
 	var err error
 	if cl != nil {
-		err = cl.Finish(ctx, claims.Destination{Delete: true})
+		err = cl.Finish(ctx, to)
 	} else if err = r.c.Reader.Delete(ctx, si.Area, si.Name); errors.Is(err, sink.ErrNotFound) {
 		return err
 	}
@@ -338,7 +362,7 @@ func (r *Restorer) remove(ctx context.Context, cl *claims.Claim, si sink.Info) e
 	case cl != nil:
 		// Gone: the rest of Finish (removing the record) is tried
 		// again; a record left is swept once the claim expires.
-		if ferr := cl.Finish(ctx, claims.Destination{Delete: true}); ferr != nil {
+		if ferr := cl.Finish(ctx, to); ferr != nil {
 			r.log.Warn("removing the record of an expired segment failed; it is swept later", slog.String("segment", si.Name), slog.Any("error", ferr))
 		}
 	}

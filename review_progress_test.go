@@ -404,7 +404,9 @@ func TestReviewOneLargeBlockOverflowsTheRecord(t *testing.T) {
 	items := writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 600_000, 16<<20,
 		func(int) string { return "failed" })
 	dst := &countingDest{}
-	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, Decoder: oddDecoder{}})
+	// A Restorer reads blocks of 16 MiB when its MaxRecordSize allows them
+	// (the default, 8 MiB, quarantines the segment at such a block).
+	r := newRestorer(t, dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Queue: dst, Decoder: oddDecoder{}, MaxRecordSize: 16 * dlqdump.Megabyte})
 	var errs []error
 	for range 2 {
 		errs = append(errs, r.Restore(t.Context()))

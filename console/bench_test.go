@@ -19,6 +19,7 @@ import (
 	"github.com/dlqdump/dlqdump/gen"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
+	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -26,12 +27,13 @@ import (
 const benchRecords = 1_000_000
 
 // writeBench writes benchRecords records (realistic ~300-byte JSON
-// payloads, headers as makeStore's) through a Queue into w, in segments of
-// 64 MiB at most; the needle is in the last record but one. It returns
-// the time record 900,000 entered the dump.
-func writeBench(b *testing.B, w dlqdump.Writer) time.Time {
+// payloads, headers as makeStore's and an order ID, one per record) through
+// a Queue into w, in segments of 16 MiB at most, with summaries or
+// (noSummary) without, as before them; the needle is in the last record but
+// one. It returns the time record 900,000 entered the dump.
+func writeBench(b *testing.B, w dlqdump.Writer, noSummary bool) time.Time {
 	b.Helper()
-	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Megabyte, MaxPending: 256 * dlqdump.Megabyte})
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: w, Capacity: 16 * dlqdump.Megabyte, MaxPending: 256 * dlqdump.Megabyte, NoSummary: noSummary})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +47,8 @@ func writeBench(b *testing.B, w dlqdump.Writer) time.Time {
 		if i == 900_000 {
 			at = time.Now()
 		}
-		h := dlqdump.Headers{dlqdump.HeaderReason: reasons[i%len(reasons)], dlqdump.HeaderError: errs[i%len(errs)], dlqdump.HeaderSource: "orders"}
+		h := dlqdump.Headers{dlqdump.HeaderReason: reasons[i%len(reasons)], dlqdump.HeaderError: errs[i%len(errs)], dlqdump.HeaderSource: "orders",
+			"order": fmt.Sprintf("ord-%07d", i)}
 		for {
 			err := q.Enqueue(dlqdump.Envelope{Item: p, Headers: h})
 			if !errors.Is(err, dlqdump.ErrBackpressure) {
@@ -74,6 +77,7 @@ func benchSearches(at time.Time) []struct {
 		{"header", url.Values{"where": {"reason=failed"}}},
 		{"header+text", url.Values{"where": {"reason=failed"}, "q": {"cart.abandoned"}}},
 		{"since", url.Values{"since": {at.UTC().Format(time.RFC3339Nano)}, "where": {"error=invalid currency"}}},
+		{"rare-header", url.Values{"where": {fmt.Sprintf("order=ord-%07d", benchRecords-2)}}},
 		{"rare-text", url.Values{"q": {needle}}},
 		{"rare-jsonpath", url.Values{"path": {"$.user.email"}, "value": {"on.call@example.com"}}},
 	}
@@ -151,15 +155,24 @@ func (p *peakHeap) end() float64 {
 // benchStore runs the searches over a console of rd.
 func benchStore(b *testing.B, rd sink.Reader, at time.Time) {
 	var segs int
-	var size int64
+	var size, sums int64
 	for si, err := range rd.List(context.Background(), sink.AreaReady) {
 		if err != nil {
 			b.Fatal(err)
 		}
 		segs++
 		size += si.Size
+		f, err := rd.Open(context.Background(), si.Area, si.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sr, err := segment.NewReader(f, f.Size(), nil); err == nil && sr.Footer() != nil {
+			sums += sr.Footer().SummaryBytes
+		}
+		f.Close()
 	}
-	b.Logf("the store: %d segments, %.1f MiB stored", segs, float64(size)/(1<<20))
+	b.Logf("the store: %d segments, %.1f MiB stored; summaries %d bytes per segment on average (%.2f%% of the stored bytes)",
+		segs, float64(size)/(1<<20), sums/int64(max(segs, 1)), 100*float64(sums)/float64(max(size, 1)))
 	h, err := console.New(&console.Options{Reader: rd})
 	if err != nil {
 		b.Fatal(err)
@@ -188,23 +201,37 @@ func benchStore(b *testing.B, rd sink.Reader, at time.Time) {
 
 // BenchmarkFirstPage times the first page of a filtered search over a
 // store of 1,000,000 records, in a directory and on versitygw, with the
-// peak heap above the heap before (the handler's memory meanwhile):
+// peak heap above the heap before (the handler's memory meanwhile): each
+// search over segments with summaries (summary/...) and over the same
+// records in segments without (full-scan/..., every segment read, as
+// before summaries), side by side in one run:
 //
 //	go test -run '^$' -bench BenchmarkFirstPage -benchtime 3x ./console
+//	go test -run '^$' -bench 'BenchmarkFirstPage/dir' -benchtime 3x ./console
 func BenchmarkFirstPage(b *testing.B) {
-	b.Run("dir", func(b *testing.B) {
-		dir := b.TempDir()
-		start := time.Now()
-		at := writeBench(b, &fs.Writer{Directory: dir})
-		b.Logf("wrote %d records into %s in %s", benchRecords, dir, time.Since(start).Round(time.Millisecond))
-		benchStore(b, &fs.Reader{Directory: dir}, at)
-	})
-	b.Run("versitygw", func(b *testing.B) {
-		srv := s3test.VersityFor(b, nil)
-		prefix := "console-bench/" + s3test.UniquePrefix(b.Name())
-		start := time.Now()
-		at := writeBench(b, &s3.Writer{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix})
-		b.Logf("wrote %d records into versitygw in %s", benchRecords, time.Since(start).Round(time.Millisecond))
-		benchStore(b, &s3.Reader{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix}, at)
-	})
+	for _, store := range []struct {
+		name      string
+		noSummary bool
+	}{{"summary", false}, {"full-scan", true}} {
+		b.Run("dir/"+store.name, func(b *testing.B) {
+			dir := b.TempDir()
+			start := time.Now()
+			at := writeBench(b, &fs.Writer{Directory: dir}, store.noSummary)
+			b.Logf("wrote %d records into %s in %s", benchRecords, dir, time.Since(start).Round(time.Millisecond))
+			benchStore(b, &fs.Reader{Directory: dir}, at)
+		})
+	}
+	for _, store := range []struct {
+		name      string
+		noSummary bool
+	}{{"summary", false}, {"full-scan", true}} {
+		b.Run("versitygw/"+store.name, func(b *testing.B) {
+			srv := s3test.VersityFor(b, nil)
+			prefix := "console-bench/" + s3test.UniquePrefix(b.Name())
+			start := time.Now()
+			at := writeBench(b, &s3.Writer{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix}, store.noSummary)
+			b.Logf("wrote %d records into versitygw in %s", benchRecords, time.Since(start).Round(time.Millisecond))
+			benchStore(b, &s3.Reader{Client: srv.Client(), Bucket: srv.Bucket, Prefix: prefix}, at)
+		})
+	}
 }

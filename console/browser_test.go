@@ -340,7 +340,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	b.set("#job-rate", "200")
 	b.run("review the job", chromedp.Click("#job-next"))
-	b.confirm("reason=failed", "200 records per second", "33,334 records")
+	b.confirm("reason = failed", "200 records per second", "33,334 records")
 	b.wait("the job on the page", `window.consoleState.jobs.length === 1 && window.consoleState.jobs[0].state === 'running' && window.consoleState.jobs[0].delivered > 0`)
 	var job jobs.Job
 	for j, err := range st.List(context.Background()) {
@@ -349,7 +349,7 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		job = j
 	}
-	if job.Spec.Rate != 200 || job.Spec.Where[dlqdump.HeaderReason] != "failed" || job.Spec.Area != "ready" {
+	if job.Spec.Rate != 200 || job.Spec.Select != "reason = failed" || job.Spec.Area != "ready" {
 		t.Fatalf("the job in the store: %+v", job.Spec)
 	}
 	b.wait("an ETA", `window.consoleState.jobs[0].eta_s > 0`)
@@ -362,10 +362,10 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return j
 	}
-	// Pause: the runner stops at a block boundary and the job records what
+	// Pause: the runner stops at the next record and the job records what
 	// was delivered.
 	b.run("pause", chromedp.Click(`button[data-verb=pause]`))
-	b.confirm("Pause job "+job.ID, "next block boundary")
+	b.confirm("Pause job "+job.ID, "next record")
 	b.wait("paused on the page", `window.consoleState.jobs[0].state === 'paused' && document.querySelector('#job-body .state').textContent === 'paused'`)
 	paused := jobState()
 	got, byReason := d.count()

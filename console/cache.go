@@ -15,9 +15,10 @@ type segKey struct {
 	area sink.Area
 	name string
 	size int64
+	prog string // what is counted of it depends on its restore progress: histKeyOf
 }
 
-func keyOf(si sink.Info) segKey { return segKey{si.Area, si.Name, si.Size} }
+func keyOf(si sink.Info) segKey { return segKey{area: si.Area, name: si.Name, size: si.Size} }
 
 // lru keeps at most n values, the least recently used going first.
 type lru[V any] struct {

@@ -22,6 +22,7 @@ import (
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -90,6 +91,7 @@ type Handler struct {
 	log     *slog.Logger
 	in      *inspect.Inspector
 	walker  *inspect.Walker
+	plans   *plans
 	proto   *inspect.Proto
 	token   string
 	mux     *http.ServeMux
@@ -126,7 +128,7 @@ func New(opts *Options) (*Handler, error) {
 		o.SearchBudget = time.Second
 	}
 	h := &Handler{o: o, rd: o.Reader, jobs: o.Jobs, log: o.Logger.With(slog.String("component", "dlqdump.console")),
-		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), reasons: newLRU[map[string]uint64](cacheSegments)}
+		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), plans: newPlans(), reasons: newLRU[map[string]uint64](cacheSegments)}
 	if h.jobs == nil {
 		if st, err := jobs.Open(o.Reader); err == nil {
 			h.jobs = st
@@ -302,7 +304,7 @@ func decodeBody(r *http.Request, v any) error {
 // statusOf maps an error to an HTTP status.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, dlqdump.ErrConfig), errors.Is(err, inspect.ErrPath):
+	case errors.Is(err, dlqdump.ErrConfig), errors.Is(err, selection.ErrPath), errors.Is(err, selection.ErrSelection):
 		return http.StatusBadRequest
 	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, sink.ErrNotFound):
 		return http.StatusNotFound

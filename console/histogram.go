@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -47,9 +48,14 @@ type histKey struct {
 	step  int64 // Unix seconds / histStep
 }
 
-// segHist counts one segment's records by value and time step, per
-// dimension.
-type segHist [dims]map[histKey]uint64
+// segHist counts the records of one segment still in the dump (those its
+// restore progress did not handle) by value and time step, per dimension,
+// and says how many there are and when the oldest entered the dump.
+type segHist struct {
+	m       [dims]map[histKey]uint64
+	records uint64
+	oldest  int64 // Unix nanoseconds, 0 when no record
+}
 
 type histograms struct {
 	*lru[*segHist]
@@ -70,11 +76,18 @@ func shorten(s string) string {
 }
 
 // count reads a segment's records (block headers only, for an encrypted
-// segment without its key) into a histogram.
-func (h *Handler) count(ctx context.Context, si sink.Info) (*segHist, error) {
+// segment without its key) into a histogram, leaving out those its restore
+// progress cv (nil: none) handled, as stat and a search do.
+func (h *Handler) count(ctx context.Context, si sink.Info, cv *inspect.Claim) (*segHist, error) {
 	var sh segHist
-	for d := range sh {
-		sh[d] = map[histKey]uint64{}
+	for d := range sh.m {
+		sh.m[d] = map[histKey]uint64{}
+	}
+	seen := func(t int64, n uint64) {
+		if sh.records == 0 || t < sh.oldest {
+			sh.oldest = t
+		}
+		sh.records += n
 	}
 	values := [dims]map[string]bool{{}, {}}
 	add := func(d int, v string, t int64, n uint64) {
@@ -85,17 +98,22 @@ func (h *Handler) count(ctx context.Context, si sink.Info) (*segHist, error) {
 				values[d][v] = true
 			}
 		}
-		sh[d][histKey{v, t / 1e9 / histStep}] += n
+		sh.m[d][histKey{v, t / 1e9 / histStep}] += n
 	}
 	sealed := func(bi segment.BlockInfo) error {
-		for d := range sh {
+		for d := range sh.m {
 			add(d, "(encrypted)", bi.MinTime, uint64(bi.Count))
 		}
+		seen(bi.MinTime, uint64(bi.Count))
 		return nil
 	}
-	_, err := h.walker.Walk(ctx, si, inspect.WalkOpts{Sealed: sealed}, func(_ *segment.Header, b *segment.Block) error {
+	_, err := h.walker.Walk(ctx, si, inspect.WalkOpts{Sealed: sealed, Done: cv}, func(_ *segment.Header, b *segment.Block) error {
 		for i := range b.Len() {
 			rec := b.Record(i)
+			if cv.Skip(rec.Seq) {
+				continue
+			}
+			seen(rec.Time, 1)
 			for d, key := range dimHeaders {
 				v, ok := rec.Headers.Get(key)
 				if !ok {
@@ -134,14 +152,26 @@ type histProgress struct {
 	Complete bool `json:"complete"`
 }
 
-// charts counts the records of segs by reason and by error over time,
-// reading the segments not counted yet for at most budget.
-func (h *Handler) charts(ctx context.Context, segs []sink.Info, budget time.Duration) ([dims]chartJSON, histProgress) {
+// histKeyOf names the histogram of segment si with restore progress cv:
+// its records still in the dump change only with its progress.
+func histKeyOf(si sink.Info, cv *inspect.Claim) segKey {
+	k := keyOf(si)
+	if cv.Started() {
+		p := &cv.Prog
+		k.prog = fmt.Sprintf("%d/%d/%t/%v", p.Offset, p.Seq, p.Done, p.Aside)
+	}
+	return k
+}
+
+// charts counts the records of segs still in the dump (claims: the
+// segments' claim records) by reason and by error over time, reading the
+// segments not counted yet for at most budget.
+func (h *Handler) charts(ctx context.Context, segs []sink.Info, claims map[string]*inspect.Claim, budget time.Duration) ([dims]chartJSON, histProgress) {
 	p := histProgress{Of: len(segs)}
 	var hs []*segHist
 	var missing []sink.Info
 	for _, si := range segs {
-		if sh, ok := h.hist.get(keyOf(si)); ok {
+		if sh, ok := h.hist.get(histKeyOf(si, claims[si.Name])); ok {
 			hs = append(hs, sh)
 		} else {
 			missing = append(missing, si)
@@ -153,11 +183,12 @@ func (h *Handler) charts(ctx context.Context, segs []sink.Info, budget time.Dura
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				break
 			}
-			sh, err := h.count(ctx, si)
+			cv := claims[si.Name]
+			sh, err := h.count(ctx, si, cv)
 			if err != nil {
 				continue // gone meanwhile, damaged header, no key: not counted
 			}
-			h.hist.put(keyOf(si), sh)
+			h.hist.put(histKeyOf(si, cv), sh)
 			hs = append(hs, sh)
 		}
 		h.hist.scanMu.Unlock()
@@ -178,7 +209,7 @@ func chart(hs []*segHist, d int) chartJSON {
 	totals := map[string]uint64{}
 	first := true
 	for _, sh := range hs {
-		for k, n := range sh[d] {
+		for k, n := range sh.m[d] {
 			if first || k.step < lo {
 				lo = k.step
 			}
@@ -224,7 +255,7 @@ func chart(hs []*segHist, d int) chartJSON {
 		}
 	}
 	for _, sh := range hs {
-		for k, n := range sh[d] {
+		for k, n := range sh.m[d] {
 			s := &c.Series[index[k.value]]
 			s.Counts[(k.step-lo)/per] += n
 			s.Total += n

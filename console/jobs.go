@@ -27,9 +27,10 @@ type jobJSON struct {
 }
 
 // jobRates measures how fast running jobs deliver from successive reads of
-// their records: a job records its counts after every block with the time
-// it did (Job.Progressed, by its runner's clock), so the rate is the counts'
-// change over the runner's own times, over a window of up to rateWindow.
+// their records: a job records its counts at least twice a second with the
+// time it did (Job.Progressed, by its runner's clock), so the rate is the
+// counts' change over the runner's own times, over a window of up to
+// rateWindow.
 // The times the console read them would not do: a read just before a
 // block's write and one just after it see a block more than the time
 // between them delivered (a job at 200/s showed 238/s).
@@ -142,6 +143,9 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		ids[j.ID] = true
 		jj := jobJSON{Job: j, Rate: h.rates.observe(&j, now)}
+		if jj.Rate == 0 && j.State == jobs.Running {
+			jj.Rate = j.Velocity // as its runner measured it, until reads here span a second
+		}
 		if j.State == jobs.Running && j.Left > 0 {
 			rate := jj.Rate
 			if rate <= 0 {
@@ -169,6 +173,7 @@ type createJob struct {
 	Since       time.Time         `json:"since"`
 	Until       time.Time         `json:"until"`
 	Where       map[string]string `json:"where"`
+	Select      string            `json:"select"` // an expression (docs/SELECT.md)
 	Segments    []string          `json:"segments"`
 	Limit       uint64            `json:"limit"`
 	Destination string            `json:"destination"`
@@ -189,6 +194,9 @@ func describe(s *jobs.Spec) string {
 		}
 		slices.Sort(kv)
 		fmt.Fprintf(&b, " where %s", strings.Join(kv, ", "))
+	}
+	if s.Select != "" {
+		fmt.Fprintf(&b, " that match %s", s.Select)
 	}
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
@@ -223,7 +231,7 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where,
+	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select,
 		Segments: c.Segments, Limit: c.Limit, Destination: c.Destination}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()

@@ -61,7 +61,10 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	now := time.Now()
 	o := overviewJSON{Areas: map[string]*areaJSON{"ready": {}, "claimed": {}, "quarantine": {}, "archive": {}}, Now: inspect.JSONTime(now)}
-	held, err := h.heldClaims(ctx)
+	// Every segment's claim record: the held ones count as claimed, and a
+	// restore's progress says which records of a segment it handled,
+	// which stat, a search and api/count leave out, and so does this.
+	claims, err := h.claims(ctx)
 	if err != nil {
 		o.Error = err.Error()
 	}
@@ -82,11 +85,23 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			s := h.summary(ctx, si, nil)
-			if area == sink.AreaReady && held[si.Name] != nil {
+			cv := claims[si.Name]
+			if area == sink.AreaReady && cv != nil && cv.Rec.Held() {
 				a = o.Areas["claimed"]
 			}
+			records, minT := s.Records, s.MinT
+			if cv.Started() && s.Read {
+				// Partly restored: what is left of it is read (once
+				// for each progress it has).
+				if sh, ok := h.histOf(ctx, si, cv); ok {
+					records, minT = sh.records, time.Time{}
+					if sh.records > 0 {
+						minT = time.Unix(0, sh.oldest).UTC()
+					}
+				}
+			}
 			a.Segments++
-			a.Records += s.Records
+			a.Records += records
 			a.Bytes += si.Size
 			a.Raw += s.Raw
 			if !s.Read || inspect.CountBlockDamage(s.Damage) > 0 {
@@ -95,19 +110,17 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 			if s.Read && !s.Sealed {
 				o.Unsealed++
 			}
-			if area == sink.AreaReady && s.Records > 0 && (oldest.IsZero() || s.MinT.Before(oldest)) {
-				oldest = s.MinT
+			if area == sink.AreaReady && records > 0 && (oldest.IsZero() || minT.Before(oldest)) {
+				oldest = minT
 			}
-			if area != sink.AreaArchive {
-				counted = append(counted, si)
-			}
+			counted = append(counted, si)
 		}
 	}
 	if !oldest.IsZero() {
 		o.Oldest = inspect.JSONTime(oldest)
 		o.OldestS = now.Sub(oldest).Seconds()
 	}
-	charts, p := h.charts(ctx, counted, h.o.SearchBudget)
+	charts, p := h.charts(ctx, counted, claims, h.o.SearchBudget)
 	o.Reasons, o.Errors, o.Charts = charts[dimReason], charts[dimError], p
 	if h.o.Queue != nil {
 		st := h.o.Queue.Stats()
@@ -128,16 +141,19 @@ func (h *Handler) handleOverview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
-// heldClaims returns the claim records of the segments that have one and
-// are held, by name.
-func (h *Handler) heldClaims(ctx context.Context) (map[string]*inspect.Claim, error) {
-	all, err := h.claims(ctx)
-	for n, c := range all {
-		if !c.Rec.Held() {
-			delete(all, n)
-		}
+// histOf returns the histogram of a segment with restore progress cv,
+// counting it now if it is not kept; ok is false when it cannot be read.
+func (h *Handler) histOf(ctx context.Context, si sink.Info, cv *inspect.Claim) (*segHist, bool) {
+	k := histKeyOf(si, cv)
+	if sh, ok := h.hist.get(k); ok {
+		return sh, true
 	}
-	return all, err
+	sh, err := h.count(ctx, si, cv)
+	if err != nil {
+		return nil, false
+	}
+	h.hist.put(k, sh)
+	return sh, true
 }
 
 // claims returns the claim records of the store's segments, by name: one

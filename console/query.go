@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/internal/inspect"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
 // query is a selection of records, as the page's search form and the
 // record API's parameters give it:
 //
-//	area=ready|quarantine|archive|all   (default ready)
+//	select=EXPR                          a selection (docs/SELECT.md); the
+//	                                     parameters below are ANDed to it
+//	area=ready|quarantine|archive|all   (default ready; the areas EXPR
+//	                                     names, when it names some)
 //	since=, until=                       RFC 3339, or 2006-01-02T15:04[:05] (UTC)
 //	where=KEY=VALUE                      repeatable: all must match
 //	q=TEXT                               payload contains TEXT
@@ -26,15 +29,11 @@ import (
 //	n=50                                 page size, at most 200
 type query struct {
 	areas    []sink.Area
-	flt      inspect.Filter
-	segments map[string]bool
+	sel      *selection.Selection
+	segments map[string]bool // nil: every segment
 	after    cursor
 	n        int
 }
-
-// jobable reports whether a restore job can select what the query does: by
-// time and headers, not by payload.
-func (q *query) jobable() bool { return q.flt.Text == "" && q.flt.Path == nil }
 
 func badQuery(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", dlqdump.ErrConfig, fmt.Sprintf(format, args...))
@@ -52,13 +51,15 @@ func parseTime(field, s string) (time.Time, error) {
 	return time.Time{}, badQuery("%s %q: want an RFC 3339 time (2026-03-01T12:00:00Z) or 2026-03-01T12:00", field, s)
 }
 
+var allAreas = []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive}
+
 // parseAreas parses an area parameter.
 func parseAreas(s string) ([]sink.Area, error) {
 	switch s {
 	case "", "ready":
 		return []sink.Area{sink.AreaReady}, nil
 	case "all":
-		return []sink.Area{sink.AreaReady, sink.AreaQuarantine, sink.AreaArchive}, nil
+		return allAreas, nil
 	}
 	a, err := sink.ParseArea(s)
 	if err != nil {
@@ -73,15 +74,29 @@ func (h *Handler) parseQuery(v url.Values) (*query, error) {
 	if q.areas, err = parseAreas(v.Get("area")); err != nil {
 		return nil, err
 	}
-	if q.flt.Since, err = parseTime("since", v.Get("since")); err != nil {
+	var decode func([]byte) ([]byte, bool)
+	if h.proto != nil {
+		decode = func(payload []byte) ([]byte, bool) {
+			js, _, err := h.proto.Format(payload)
+			return js, err == nil
+		}
+	}
+	expr, err := selection.Parse(v.Get("select"), &selection.Options{Decode: decode})
+	if err != nil {
 		return nil, err
 	}
-	if q.flt.Until, err = parseTime("until", v.Get("until")); err != nil {
+	since, err := parseTime("since", v.Get("since"))
+	if err != nil {
 		return nil, err
 	}
-	if !q.flt.Since.IsZero() && !q.flt.Until.IsZero() && !q.flt.Since.Before(q.flt.Until) {
-		return nil, badQuery("since %s is not before until %s", q.flt.Since.Format(time.RFC3339), q.flt.Until.Format(time.RFC3339))
+	until, err := parseTime("until", v.Get("until"))
+	if err != nil {
+		return nil, err
 	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return nil, badQuery("since %s is not before until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	var where map[string]string
 	for _, w := range v["where"] {
 		if w == "" {
 			continue
@@ -90,27 +105,21 @@ func (h *Handler) parseQuery(v url.Values) (*query, error) {
 		if !ok || k == "" {
 			return nil, badQuery("where %q: want KEY=VALUE", w)
 		}
-		if q.flt.Where == nil {
-			q.flt.Where = map[string]string{}
+		if where == nil {
+			where = map[string]string{}
 		}
-		if old, dup := q.flt.Where[k]; dup && old != val {
+		if old, dup := where[k]; dup && old != val {
 			return nil, badQuery("where: header %q cannot be both %q and %q", k, old, val)
 		}
-		q.flt.Where[k] = val
+		where[k] = val
 	}
-	q.flt.Text = v.Get("q")
+	path := selection.All()
 	if p := strings.TrimSpace(v.Get("path")); p != "" {
-		if q.flt.Path, err = inspect.ParseJSONPath(p); err != nil {
+		if path, err = selection.JSON(p, v.Get("value"), decode); err != nil {
 			return nil, err
 		}
-		q.flt.PathValue = v.Get("value")
-		if h.proto != nil {
-			q.flt.Decode = func(payload []byte) ([]byte, bool) {
-				js, _, err := h.proto.Format(payload)
-				return js, err == nil
-			}
-		}
 	}
+	var names []string
 	for _, s := range v["segment"] {
 		if s == "" {
 			continue
@@ -118,10 +127,17 @@ func (h *Handler) parseQuery(v url.Values) (*query, error) {
 		if err := checkName(s); err != nil {
 			return nil, err
 		}
-		if q.segments == nil {
-			q.segments = map[string]bool{}
+		names = append(names, s)
+	}
+	q.sel = selection.And(expr, selection.TimeRange(since, until), selection.Where(where), selection.Contains(v.Get("q")), path, selection.Segments(names...))
+	if q.sel.NamesArea() {
+		q.areas = q.sel.Areas(allAreas...) // the expression says where
+	}
+	if names, ok := q.sel.Segments(); ok {
+		q.segments = map[string]bool{}
+		for _, n := range names {
+			q.segments[n] = true
 		}
-		q.segments[s] = true
 	}
 	if s := v.Get("n"); s != "" {
 		n, err := strconv.Atoi(s)

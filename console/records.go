@@ -28,6 +28,7 @@ import (
 // whose records cannot be read (rec nil).
 type hit struct {
 	si     sink.Info
+	hdr    *segment.Header
 	rec    *segment.Record
 	sealed segment.BlockInfo
 	enc    inspect.Encryption
@@ -35,15 +36,23 @@ type hit struct {
 
 // scanResult says how far a search got.
 type scanResult struct {
-	Next     string `json:"next,omitempty"` // cursor of the next page; "" at the end
-	Scanned  uint64 `json:"scanned"`        // records looked at
-	Segments int    `json:"segments"`       // segments opened
+	// Selection is the search's selection as an expression (its
+	// parameters ANDed): what "Restore this selection" restores.
+	Selection string `json:"selection"`
+	Next      string `json:"next,omitempty"` // cursor of the next page; "" at the end
+	Scanned   uint64 `json:"scanned"`        // records looked at
+	Segments  int    `json:"segments"`       // segments opened
 	// Unsearched counts the records of encrypted segments no key opens,
 	// which a filter on headers or payloads could not look at.
-	Unsearched uint64   `json:"unsearched,omitempty"`
-	Done       bool     `json:"done"`
-	TookMS     int64    `json:"took_ms"`
-	Errors     []string `json:"errors,omitempty"`
+	Unsearched uint64 `json:"unsearched,omitempty"`
+	// Skipped counts the segments, SkippedBlocks the blocks of segments
+	// read, that what their header, footer and summary say ruled out
+	// without reading them.
+	Skipped       int      `json:"skipped_segments"`
+	SkippedBlocks int      `json:"skipped_blocks"`
+	Done          bool     `json:"done"`
+	TookMS        int64    `json:"took_ms"`
+	Errors        []string `json:"errors,omitempty"`
 }
 
 // errPageFull ends a walk once the page is full or the budget spent.
@@ -62,7 +71,7 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 	}
 	start := time.Now()
 	deadline := start.Add(budget)
-	var res scanResult
+	res := scanResult{Selection: q.sel.String()}
 	recs := map[string]bool{}
 	for n, err := range h.rd.RecordNames(ctx) {
 		if err != nil {
@@ -71,7 +80,7 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 		}
 		recs[n] = true
 	}
-	onlyTime := len(q.flt.Where) == 0 && !q.flt.Payload()
+	onlyTime := !q.sel.Records()
 	stopAt := func(c cursor) scanResult {
 		res.Next = c.String()
 		res.TookMS = time.Since(start).Milliseconds()
@@ -102,34 +111,24 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 			if time.Now().After(deadline) {
 				return stopAt(cursor{set: true, area: area, name: name, seq: from})
 			}
+			if !q.sel.IsAll() {
+				// What its header, footer and summary say may rule
+				// it out without reading a block.
+				if p := h.plan(ctx, info); p != nil && q.sel.SkipSegment(p.segment(info)) {
+					res.Skipped++
+					continue
+				}
+			}
 			var cv *inspect.Claim
 			if recs[name] && area != sink.AreaArchive {
 				cv, _ = h.in.Inspect(ctx, info)
 			}
-			if q.flt.Timed() {
-				// A sealed segment's footer says whether any record
-				// is in the time range, without reading a block.
-				if info.Size < 0 {
-					f, err := h.rd.Open(ctx, area, name)
-					if err != nil {
-						continue // gone meanwhile
-					}
-					info.Size = f.Size()
-					f.Close()
-				}
-				if s := h.summary(ctx, info, nil); s.Sealed && (s.Records == 0 || !q.flt.Overlaps(s.MinT.UnixNano(), s.MaxT.UnixNano())) {
-					continue
-				}
-			}
 			res.Segments++
 			var next cursor
 			var enc inspect.Encryption
-			_, err := h.walker.Walk(ctx, info, inspect.WalkOpts{Filter: &q.flt, Done: cv, From: from, Stream: &segment.StreamOptions{},
+			st, err := h.walker.Walk(ctx, info, inspect.WalkOpts{Select: q.sel, Done: cv, From: from, Stream: &segment.StreamOptions{},
 				Opened: func(sr *segment.Reader) { enc = inspect.EncryptionOf(sr) },
 				Sealed: func(bi segment.BlockInfo) error {
-					if q.flt.Timed() && !q.flt.Overlaps(bi.MinTime, bi.MaxTime) {
-						return nil
-					}
 					if !onlyTime {
 						res.Unsearched += uint64(bi.Count)
 						return nil
@@ -140,17 +139,18 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 						return errPageFull
 					}
 					return nil
-				}}, func(_ *segment.Header, b *segment.Block) error {
+				}}, func(hdr *segment.Header, b *segment.Block) error {
+				seg := inspect.SegmentOf(info, hdr)
 				for i := range b.Len() {
 					rec := b.Record(i)
 					if rec.Seq < from || cv.Skip(rec.Seq) {
 						continue
 					}
 					res.Scanned++
-					if !q.flt.Match(&rec) {
+					if !q.sel.Match(seg, &rec) {
 						continue
 					}
-					if !emit(hit{si: info, rec: &rec, enc: enc}) {
+					if !emit(hit{si: info, hdr: hdr, rec: &rec, enc: enc}) {
 						next = cursor{set: true, area: area, name: name, seq: rec.Seq + 1}
 						return errPageFull
 					}
@@ -162,6 +162,7 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 				}
 				return nil
 			}, func(err error) { res.Errors = append(res.Errors, err.Error()) })
+			res.SkippedBlocks += st.SkippedBlocks
 			switch {
 			case errors.Is(err, errPageFull):
 				return stopAt(next)
@@ -180,6 +181,7 @@ func (h *Handler) scan(ctx context.Context, q *query, budget time.Duration, emit
 
 // recordJSON is a record on the page.
 type recordJSON struct {
+	ID      string            `json:"id,omitempty"` // its dlqdump.RecordID
 	Segment string            `json:"segment"`
 	Area    string            `json:"area"`
 	Seq     uint64            `json:"seq"`
@@ -277,7 +279,7 @@ func (h *Handler) recordOf(x hit, pretty bool) recordJSON {
 		return recordJSON{Segment: x.si.Name, Area: x.si.Area.String(), Seq: bi.FirstSeq, Sealed: true, Count: bi.Count,
 			Time: inspect.JSONTime(time.Unix(0, bi.MinTime)), Last: inspect.JSONTime(time.Unix(0, bi.MaxTime)), Encrypted: x.enc.String()}
 	}
-	r := recordJSON{Segment: x.si.Name, Area: x.si.Area.String(), Seq: x.rec.Seq, Time: inspect.JSONTime(x.rec.When()),
+	r := recordJSON{ID: x.hdr.RecordID(x.rec).String(), Segment: x.si.Name, Area: x.si.Area.String(), Seq: x.rec.Seq, Time: inspect.JSONTime(x.rec.When()),
 		Headers: inspect.HeadersMap(x.rec.Headers), Payload: h.formatPayload(x.rec.Payload, pretty)}
 	if x.enc.On {
 		r.Encrypted = x.enc.String()
@@ -354,11 +356,11 @@ func (h *Handler) handleRecord(w http.ResponseWriter, r *http.Request) {
 				return errPageFull
 			}
 			return nil
-		}}, func(_ *segment.Header, b *segment.Block) error {
+		}}, func(hdr *segment.Header, b *segment.Block) error {
 		for i := range b.Len() {
 			rec := b.Record(i)
 			if rec.Seq == seq {
-				j := h.recordOf(hit{si: info, rec: &rec, enc: enc}, true)
+				j := h.recordOf(hit{si: info, hdr: hdr, rec: &rec, enc: enc}, true)
 				found = &j
 				return errPageFull
 			}

@@ -164,6 +164,7 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 	// quarantine.
 	hdr := res.Header
 	hdr.ID = segment.NewID(hdr.Created)
+	hdr.CopyOf = segment.Origin{}
 	newName := segment.FileName(hdr.Created, hdr.ID)
 	sw, err := w.Create(context.Background(), newName)
 	if err != nil {
@@ -193,7 +194,9 @@ func (w *Writer) salvage(dir string, f *os.File, path, name string, size int64, 
 			}
 			continue // the damage is reported below and the file kept
 		}
-		if err := out.Copy(&rec, nil); err != nil {
+		// Records after a damaged block move to other sequence
+		// numbers: each keeps its ID in a header.
+		if err := out.CopyKeepID(&res.Header, &rec, nil); err != nil {
 			_ = sw.Abort()
 			return "", 0, err
 		}

@@ -185,6 +185,10 @@ func TestDashboard(t *testing.T) {
 	t.Logf("%d panels, %d queries", len(d.Panels), n)
 }
 
+// runbookURL is where the alerts' runbook_url annotations point: docs/RUNBOOK.md
+// on the project's main branch.
+const runbookURL = "https://github.com/dlqdump/dlqdump/blob/main/docs/RUNBOOK.md"
+
 // Every alerting rule parses (as Prometheus loads it) and names series the
 // library exports; promtool test rules (scripts/promtool.sh check) tests
 // what they fire on.
@@ -195,7 +199,12 @@ func TestAlerts(t *testing.T) {
 		t.Fatalf("alerts.yml: %v", errs)
 	}
 	want := []string{"DlqdumpBacklogOld", "DlqdumpReadySegmentsGrowing", "DlqdumpQuarantineGrowing", "DlqdumpBackpressure",
-		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpRestoreStalled", "DlqdumpJobFailed"}
+		"DlqdumpEnqueueRefused", "DlqdumpSinkFailing", "DlqdumpSegmentsUnreadable", "DlqdumpSegmentsRemovedWithoutClaim", "DlqdumpRestoreStalled", "DlqdumpJobFailed",
+		"DlqdumpDeadLettersArriving", "DlqdumpNotFlushing", "DlqdumpJobNoProgress", "DlqdumpMetricsAbsent", "DlqdumpInstanceGone"}
+	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -203,6 +212,14 @@ func TestAlerts(t *testing.T) {
 			checkExpr(t, "alert "+r.Alert, r.Expr, series)
 			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("alert %s: want a severity, a summary and a description", r.Alert)
+			}
+			// Each alert links its own section of the runbook, which is there.
+			anchor := strings.ToLower(r.Alert)
+			if u := r.Annotations["runbook_url"]; u != runbookURL+"#"+anchor {
+				t.Errorf("alert %s: runbook_url %q, want %s#%s", r.Alert, u, runbookURL, anchor)
+			}
+			if !strings.Contains(string(runbook), "\n## "+r.Alert+"\n") {
+				t.Errorf("alert %s: docs/RUNBOOK.md has no section \"## %s\"", r.Alert, r.Alert)
 			}
 		}
 	}

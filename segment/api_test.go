@@ -59,7 +59,7 @@ func TestScanSeal(t *testing.T) {
 		}
 		var sealedBuf bytes.Buffer
 		sealedBuf.Write(data)
-		if _, err := sealedBuf.Write(appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now())); err != nil {
+		if _, err := sealedBuf.Write(appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now(), 0)); err != nil {
 			t.Fatal(err)
 		}
 		// The last block, torn at several places, and a torn footer.
@@ -1002,7 +1002,7 @@ func TestCraftedFooter(t *testing.T) {
 	data, w := unsealedSegment(t, CodecS2, 1500, recs)
 	footer := func(change func(index []BlockInfo) ([]BlockInfo, uint64)) []byte {
 		index, records := change(slices.Clone(w.index))
-		return append(slices.Clone(data), appendFooter(nil, index, records, w.raw, w.stored, w.min, w.max, time.Now())...)
+		return append(slices.Clone(data), appendFooter(nil, index, records, w.raw, w.stored, w.min, w.max, time.Now(), 0)...)
 	}
 	n := uint64(len(recs))
 	cases := map[string][]byte{

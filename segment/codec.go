@@ -16,6 +16,7 @@ type EncodedBlock struct {
 	buf       []byte // block header (firstSeq and crc not yet set) + stored bytes
 	info      BlockInfo
 	storedCRC uint32
+	sum       blockSum // set by Summarize
 }
 
 // Len returns the size the block takes in a segment, header included.
@@ -78,6 +79,7 @@ func (c *Compressor) Codec() Codec { return c.codec }
 // only for the records in it: give BlockBuilder.Reset a buffer of the size
 // blocks are cut at.
 func (c *Compressor) Encode(dst *EncodedBlock, b *BlockBuilder) {
+	dst.sum.valid = false // a new block: not summarized yet
 	raw := b.raw
 	buf := dst.buf[:0]
 	// The room is reckoned from the raw buffer's capacity, not from this

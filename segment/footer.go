@@ -48,6 +48,15 @@ func (r *Reader) readFooter() error {
 	if le.Uint32(fb) != blockMagic || fb[4] != blockTypeFooter || int(le.Uint32(fb[8:])) != n {
 		return r.corrupt(foff, -1, fmt.Errorf("%w: bad footer header", ErrCorrupt))
 	}
+	// A summary lies between the blocks and the footer.
+	slen := int64(fb[5]) | int64(fb[6])<<8 | int64(fb[7])<<16
+	if slen > 0 && !r.hdr.Summarized {
+		return r.corrupt(foff, -1, fmt.Errorf("%w: the footer counts a summary of %d bytes, the header says none", ErrCorrupt, slen))
+	}
+	if slen > 0 && (slen < sumFixed+4 || foff-slen < r.start+int64(n)*(BlockHeaderSize+1)) {
+		return r.corrupt(foff, -1, fmt.Errorf("%w: a summary of %d bytes is impossible", ErrCorrupt, slen))
+	}
+	bend := foff - slen // where the blocks end
 	f := &Footer{
 		Records:     le.Uint64(fb[12:]),
 		RawBytes:    le.Uint64(fb[20:]),
@@ -71,17 +80,17 @@ func (r *Reader) readFooter() error {
 			MinTime:  int64(le.Uint64(e[24:])),
 			MaxTime:  int64(le.Uint64(e[32:])),
 		}
-		if b.Offset <= prev || b.Offset >= foff || (i == 0 && b.Offset != r.start) || b.FirstSeq != seq {
+		if b.Offset <= prev || b.Offset >= bend || (i == 0 && b.Offset != r.start) || b.FirstSeq != seq {
 			return r.corrupt(foff, -1, fmt.Errorf("%w: footer index entry %d is inconsistent", ErrCorrupt, i))
 		}
 		prev, seq = b.Offset, seq+uint64(b.Count)
 		f.Blocks[i] = b
 	}
-	// Blocks follow each other up to the footer: their stored lengths are
-	// what lies between their headers.
+	// Blocks follow each other up to the summary or the footer: their
+	// stored lengths are what lies between their headers.
 	for i := range f.Blocks {
 		b := &f.Blocks[i]
-		end := foff
+		end := bend
 		if i+1 < len(f.Blocks) {
 			end = f.Blocks[i+1].Offset
 		}
@@ -94,7 +103,8 @@ func (r *Reader) readFooter() error {
 	if seq != f.Records {
 		return r.corrupt(foff, -1, fmt.Errorf("%w: footer counts %d records, its index %d", ErrCorrupt, f.Records, seq))
 	}
-	r.footer, r.end = f, foff
+	f.SummaryBytes = slen
+	r.footer, r.end = f, bend
 	return nil
 }
 

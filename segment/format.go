@@ -13,23 +13,31 @@ import (
 // Layout of a segment, format version 1 (version 2, encrypted, is in
 // seal.go). All integers are little endian.
 //
-//	segment  = header block* [footer trailer]
+//	segment  = header block* [[summary] footer trailer]
 //	header   = magic[8] formatVersion:u16 codec:u8 flags:u8 headerSize:u32
-//	           dataVersion:u64 created:i64 id[16] reserved[12] crc:u32        (64 bytes)
+//	           dataVersion:u64 created:i64 id[16] copyOf[12] crc:u32          (64 bytes)
 //	block    = blockMagic:u32 type:u8 codec:u8 flags:u16 count:u32 rawLen:u32
 //	           storedLen:u32 firstSeq:u64 baseTime:i64 minTime:i64 maxTime:i64
 //	           reserved[4] crc:u32                                           (60 bytes)
 //	           stored[storedLen]
-//	footer   = blockMagic:u32 type:u8 reserved[3] blocks:u32 records:u64 rawBytes:u64
+//	footer   = blockMagic:u32 type:u8 summaryLen:u24 blocks:u32 records:u64 rawBytes:u64
 //	           storedBytes:u64 minTime:i64 maxTime:i64 sealed:i64             (60 bytes)
 //	           index[blocks] crc:u32
 //	index    = offset:u64 firstSeq:u64 count:u32 rawLen:u32 minTime:i64 maxTime:i64 (40 bytes)
 //	trailer  = footerSize:u32 endMagic[8]                                     (12 bytes)
 //
-// In version 1 the header's flags and the block's flags and reserved bytes
-// are zero; version 2 (encrypted, seal.go) sets flag bit 0 in both, puts a
+// In version 1 the block's flags and reserved bytes are zero; version 2
+// (encrypted, seal.go) sets flag bit 0 in the header and the blocks, puts a
 // key section between the header and the first block (headerSize counts
 // it) and keeps a block's nonce counter in its reserved bytes.
+//
+// Header flag bit 1 (both versions) says the segment may carry a summary
+// (summary.go) between its last block and its footer, summaryLen bytes long
+// (0: none, as in every footer written without the flag). Readers that
+// predate summaries refuse such a segment (unknown flags) rather than
+// taking the summary for damage. copyOf is zero except in a copy that keeps
+// its original's record IDs (Header.CopyOf, recordid.go); readers that
+// predate it ignore those bytes, reserved then.
 //
 // The block CRC32C (Castagnoli) covers the stored bytes followed by the first 56
 // bytes of the block header (reserved bytes are zero), so a writer can compress and checksum a block before
@@ -184,6 +192,15 @@ type Header struct {
 	// Encrypted reports that the segment's blocks are sealed (format
 	// version 2, see seal.go). A Writer sets it when given a DataKey.
 	Encrypted bool
+	// Summarized reports that the segment may carry a summary before its
+	// footer (header flag bit 1, summary.go). A Writer sets it when
+	// WriterOptions.Summarize is set.
+	Summarized bool
+	// CopyOf, when not zero, is the Origin of the segment this one is a
+	// byte-for-byte copy of, records at the same sequence numbers (Rewrap
+	// sets it): its records keep that segment's IDs (see Origin). Zero
+	// (the default): the segment is its own origin.
+	CopyOf Origin
 }
 
 // marshal writes the fixed header; size is the header's size with its key
@@ -197,11 +214,14 @@ func (h *Header) marshal(b []byte, size int) {
 	if h.Encrypted {
 		b[11] = flagEncrypted
 	}
+	if h.Summarized {
+		b[11] |= flagSummary
+	}
 	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint64(b[16:], h.DataVersion)
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.Created.UnixNano()))
 	copy(b[32:48], h.ID[:])
-	clear(b[48:60])
+	copy(b[48:60], h.CopyOf[:])
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castag))
 }
 
@@ -222,6 +242,8 @@ func unmarshalHeader(b []byte) (h Header, size int64, err error) {
 	h.FormatVersion = binary.LittleEndian.Uint16(b[8:])
 	size = int64(binary.LittleEndian.Uint32(b[12:]))
 	flags := b[11]
+	h.Summarized = flags&flagSummary != 0
+	flags &^= flagSummary
 	switch h.FormatVersion {
 	case FormatVersion:
 		if flags != 0 {
@@ -248,6 +270,7 @@ func unmarshalHeader(b []byte) (h Header, size int64, err error) {
 	h.DataVersion = binary.LittleEndian.Uint64(b[16:])
 	h.Created = time.Unix(0, int64(binary.LittleEndian.Uint64(b[24:]))).UTC()
 	copy(h.ID[:], b[32:48])
+	copy(h.CopyOf[:], b[48:60])
 	return h, size, nil
 }
 
@@ -291,6 +314,9 @@ type Footer struct {
 	MinTime, MaxTime time.Time
 	// Sealed is when the footer was written.
 	Sealed time.Time
+	// SummaryBytes is the size of the segment's summary (Reader.Summary),
+	// 0 when it has none.
+	SummaryBytes int64
 }
 
 // footerSize returns the size of a footer with n index entries, trailer included.

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"slices"
 	"strings"
@@ -62,6 +63,13 @@ func fuzzRead(t *testing.T, data []byte) {
 	}
 	if !r.Sealed() {
 		checkCorruptError(t, r.FooterError(), name)
+	}
+	if s, err := r.Summary(); err != nil {
+		if !errors.Is(err, ErrNoKey) {
+			checkCorruptError(t, err, name)
+		}
+	} else if s != nil && s.Blocks() != len(r.Footer().Blocks) {
+		t.Fatalf("summary of %d blocks, footer %d", s.Blocks(), len(r.Footer().Blocks))
 	}
 	// Every call of Next either returns a record or moves past at least
 	// one byte of damage, so a segment of n bytes takes fewer than n calls
@@ -242,6 +250,8 @@ func readerSeeds(t testing.TB) [][]byte {
 	recs[3].headers = map[string]string{"k": "v"}
 	for _, codec := range allCodecs {
 		data := writeRecords(t, codec, &WriterOptions{BlockSize: 60}, recs)
+		summarized := writeRecords(t, codec, &WriterOptions{BlockSize: 60, Summarize: true}, recs)
+		seeds = append(seeds, summarized)
 		unsealed, _ := unsealedSegment(t, codec, 60, recs[:3])
 		flipped := bytes.Clone(data)
 		flipped[HeaderSize+BlockHeaderSize+4] ^= 0x08

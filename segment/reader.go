@@ -74,7 +74,10 @@ type Reader struct {
 	footer     *Footer
 	footerErr  error
 	footerLies bool  // its index did not match an authenticated block: not used since
-	end        int64 // where blocks end: the footer's offset, or size
+	end        int64 // where blocks end: the summary's or the footer's offset, or size
+	sum        *Summary
+	sumErr     error
+	sumDone    bool // Summary was called
 
 	// iteration
 	next    int64  // offset of the next block to load

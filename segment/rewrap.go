@@ -35,7 +35,7 @@ func Rewrap(w io.Writer, r *Reader, id ID, created time.Time, wrapped []byte) (s
 		return 0, fmt.Errorf("%w: wrapped data key of %d bytes, want 1 to %d", ErrFormat, len(wrapped), MaxWrappedKey)
 	}
 	h := r.hdr
-	h.ID, h.Created = id, created
+	h.ID, h.Created, h.CopyOf = id, created, r.hdr.Origin() // the records keep their IDs
 	b := make([]byte, HeaderSize, HeaderSize+keySectionFixed+len(wrapped))
 	b = appendKeySection(b, &r.salt, wrapped)
 	h.marshal(b, len(b))
@@ -77,7 +77,15 @@ func Rewrap(w io.Writer, r *Reader, id ID, created time.Time, wrapped []byte) (s
 	if ft.Records > 0 {
 		minT, maxT = ft.MinTime.UnixNano(), ft.MaxTime.UnixNano()
 	}
-	fb := appendFooter(nil, index, ft.Records, ft.RawBytes, ft.StoredBytes, minT, maxT, ft.Sealed)
+	// The summary, sealed under the same block key, is copied as it is.
+	var fb []byte
+	if n := ft.SummaryBytes; n > 0 {
+		fb = make([]byte, n)
+		if got, err := r.src.ReadAt(fb, r.end); int64(got) < n {
+			return 0, r.ioError(r.end, int(n), err)
+		}
+	}
+	fb = appendFooter(fb, index, ft.Records, ft.RawBytes, ft.StoredBytes, minT, maxT, ft.Sealed, int(ft.SummaryBytes))
 	if _, err := w.Write(fb); err != nil {
 		return 0, fmt.Errorf("dlqdump: write segment footer: %w", err)
 	}

@@ -63,6 +63,7 @@ const (
 	saltSize        = 16
 	algAESGCM       = 1
 	flagEncrypted   = 1 // header flags
+	flagSummary     = 2 // header flags: summary.go
 	blockSealed     = 1 // block flags
 	nonceSize       = 12
 	blockKeyInfo    = "dlqdump block key v1"

@@ -25,6 +25,22 @@ type WriterOptions struct {
 	// every block, those given to WriteBlock included. Default nil: not
 	// encrypted.
 	Key *DataKey
+	// Summarize writes a summary of the records (summary.go) before the
+	// footer, for selections to skip the segment or blocks of it: its
+	// header keys and values, and per block a filter of the header values
+	// and one of the payloads' bytes. Blocks given to WriteBlock must then
+	// be summarized (EncodedBlock.Summarize); one that is not leaves the
+	// segment without a summary. The header says the segment may carry
+	// one (flag bit 1), which readers that predate summaries refuse.
+	// Default false: no summary, the layout as before.
+	Summarize bool
+	// MaxSize, when positive, bounds the sealed segment's size with its
+	// summary: the summary is made smaller, or left out, to fit (blocks
+	// are not: the caller seals before a block that would not fit, as
+	// SealedSizeOf tells). Default 0: the summary takes at most a
+	// sixteenth of the blocks' stored bytes (and at least 4 KiB, at most
+	// 4 MiB).
+	MaxSize int64
 }
 
 // Writer writes one segment: the header when created, then blocks, then the
@@ -46,6 +62,7 @@ type Writer struct {
 	stored   uint64
 	min, max int64
 	closed   bool
+	sum      *sumAcc // the blocks' summaries, with Summarize
 
 	// Record-level API state, set up on first use.
 	opts WriterOptions
@@ -60,9 +77,12 @@ type Writer struct {
 // opts.Key) and h.Encrypted to whether opts.Key is set; a zero h.Created is
 // set to now and a zero h.ID to a new ID.
 func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
-	h.FormatVersion, h.Encrypted = FormatVersion, false
+	h.FormatVersion, h.Encrypted, h.Summarized = FormatVersion, false, false
 	if opts != nil && opts.Key != nil {
 		h.FormatVersion, h.Encrypted = FormatVersionEncrypted, true
+	}
+	if opts != nil && opts.Summarize {
+		h.Summarized = true
 	}
 	if h.Created.IsZero() {
 		h.Created = time.Now()
@@ -76,6 +96,9 @@ func NewWriter(w io.Writer, h Header, opts *WriterOptions) (*Writer, error) {
 	sw := &Writer{w: w, hdr: h}
 	if opts != nil {
 		sw.opts = *opts
+	}
+	if h.Summarized {
+		sw.sum = &sumAcc{}
 	}
 	if sw.opts.BlockSize <= 0 {
 		sw.opts.BlockSize = DefaultBlockSize
@@ -118,18 +141,55 @@ func (w *Writer) Records() uint64 { return w.records }
 // Blocks returns the number of blocks written so far.
 func (w *Writer) Blocks() int { return len(w.index) }
 
-// SealedSize returns the size the segment would have if a block of blockLen
-// bytes (0 for none; as EncodedBlock.Len, before encryption adds TagSize)
-// were written and the segment then sealed.
+// SealedSize returns the size the segment would have, at most, if a block
+// of blockLen bytes (0 for none; as EncodedBlock.Len, before encryption
+// adds TagSize) were written and the segment then sealed; with
+// WriterOptions.Summarize, the block's summary is taken to be of a small
+// block (SealedSizeOf knows it).
 func (w *Writer) SealedSize(blockLen int) int64 {
+	var small *blockSum
+	if blockLen > 0 && w.sum != nil {
+		small = &blockSum{blockFilter: blockFilter{flags: filtHeaders | filtGrams, hdr: make([]byte, 8), grams: make([]byte, 8)}}
+	}
+	return w.sealedSize(blockLen, small)
+}
+
+// SealedSizeOf returns the size the segment would have, at most, if e were
+// written and the segment then sealed, e's summary included.
+func (w *Writer) SealedSizeOf(e *EncodedBlock) int64 {
+	return w.sealedSize(e.Len(), &e.sum)
+}
+
+func (w *Writer) sealedSize(blockLen int, sum *blockSum) int64 {
 	n := len(w.index)
+	stored := w.stored
 	if blockLen > 0 {
 		n++
 		if w.seal != nil {
 			blockLen += TagSize
 		}
+		stored += uint64(blockLen - BlockHeaderSize)
 	}
-	return w.off + int64(blockLen) + footerSize(n)
+	size := w.off + int64(blockLen) + footerSize(n)
+	if w.sum != nil && !w.sum.broken {
+		// The summary is folded to its budget, or left out, when it
+		// is larger. MaxSize is not taken off it here: a caller that
+		// seals before a block whose summary would not fit keeps the
+		// room for it (Close makes it fit MaxSize when it must: after
+		// a first block that fills the segment alone).
+		size += int64(min(w.sum.size(sum, w.seal != nil), summaryBudget(stored)))
+	}
+	return size
+}
+
+// summaryBudget is the most bytes the summary of a segment of stored bytes
+// of blocks, size bytes without its summary, may take.
+func (w *Writer) summaryBudget(stored uint64, size int64) int {
+	b := summaryBudget(stored)
+	if w.opts.MaxSize > 0 {
+		b = min(b, int(max(0, w.opts.MaxSize-size)))
+	}
+	return b
 }
 
 // Truncate forgets the blocks at and after offset size, which must be the end
@@ -151,6 +211,9 @@ func (w *Writer) Truncate(size int64) error {
 		return fmt.Errorf("dlqdump: truncate segment to %d: not the end of a block", size)
 	}
 	w.index = w.index[:n]
+	if w.sum != nil {
+		w.sum.truncate(n)
+	}
 	w.off = size
 	w.records, w.raw, w.stored, w.min, w.max = 0, 0, 0, 0, 0
 	for i, b := range w.index {
@@ -188,6 +251,9 @@ func (w *Writer) WriteBlock(e *EncodedBlock) error {
 	}
 	info.Offset = w.off
 	w.index = append(w.index, info)
+	if w.sum != nil {
+		w.sum.add(&e.sum)
+	}
 	w.off += int64(len(buf))
 	if w.records == 0 {
 		w.min, w.max = info.MinTime, info.MaxTime
@@ -304,6 +370,9 @@ func (w *Writer) flushBlock() error {
 		w.comp = c
 	}
 	w.comp.Encode(&w.eb, &w.bb)
+	if w.sum != nil {
+		w.eb.Summarize(&w.bb)
+	}
 	if err := w.WriteBlock(&w.eb); err != nil {
 		return err
 	}
@@ -320,7 +389,14 @@ func (w *Writer) Close() error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	b := appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now())
+	var sum []byte
+	if w.sum != nil {
+		var err error
+		if sum, err = w.summary(); err != nil {
+			return err
+		}
+	}
+	b := append(sum, appendFooter(nil, w.index, w.records, w.raw, w.stored, w.min, w.max, time.Now(), len(sum))...)
 	if _, err := w.w.Write(b); err != nil {
 		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", w.off, err)
 	}
@@ -358,12 +434,35 @@ func putCompressor(c *Compressor) {
 	p.(*sync.Pool).Put(c)
 }
 
-// appendFooter appends footer and trailer.
-func appendFooter(dst []byte, index []BlockInfo, records, raw, stored uint64, minT, maxT int64, sealed time.Time) []byte {
+// summary encodes the segment's summary section; in an encrypted segment
+// its body is sealed under the next nonce counter, as a block would be (a
+// retried Close seals it again under a new one).
+func (w *Writer) summary() ([]byte, error) {
+	var counter uint32
+	if w.seal != nil {
+		if w.counter == math.MaxUint32 {
+			return nil, fmt.Errorf("%w: %d blocks sealed in one segment", ErrTooLarge, w.counter)
+		}
+		counter = w.counter
+		w.counter++
+	}
+	return w.sum.encode(w.summaryBudget(w.stored, w.off+footerSize(len(w.index))), w.seal, counter), nil
+}
+
+// summaryBudget is the most bytes a summary of a segment of stored bytes of
+// blocks may take: a sixteenth of them, at least 4 KiB and at most
+// maxSummaryBytes (the filters are folded to fit).
+func summaryBudget(stored uint64) int {
+	return int(min(max(stored/16, 4<<10), maxSummaryBytes))
+}
+
+// appendFooter appends footer and trailer; summaryLen is the size of the
+// summary section just before the footer, 0 for none.
+func appendFooter(dst []byte, index []BlockInfo, records, raw, stored uint64, minT, maxT int64, sealed time.Time, summaryLen int) []byte {
 	start := len(dst)
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, blockMagic)
-	dst = append(dst, blockTypeFooter, 0, 0, 0)
+	dst = append(dst, blockTypeFooter, byte(summaryLen), byte(summaryLen>>8), byte(summaryLen>>16))
 	dst = le.AppendUint32(dst, uint32(len(index)))
 	dst = le.AppendUint64(dst, records)
 	dst = le.AppendUint64(dst, raw)
@@ -400,7 +499,7 @@ func Seal(w io.Writer, s *ScanResult) error {
 		raw += uint64(b.RawLen)
 		stored += uint64(b.StoredLen)
 	}
-	b := appendFooter(nil, s.Blocks, s.Records, raw, stored, minT, maxT, time.Now())
+	b := appendFooter(nil, s.Blocks, s.Records, raw, stored, minT, maxT, time.Now(), 0)
 	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("dlqdump: write segment footer at offset %d: %w", s.End, err)
 	}

@@ -112,6 +112,7 @@ func main() {
 		{"s3 faults", s3Faults},
 		{"dump fault enumeration", faultsDump},
 		{"restore fault enumeration", faultsRestore},
+		{"stall enumeration", stalls},
 		{"many restorers", manyRestorers},
 		{"restore jobs", restoreJobs},
 		{"fuzzing", fuzzing},

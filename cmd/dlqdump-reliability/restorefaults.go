@@ -26,17 +26,9 @@ const restoreFaultsBlock = "restore-fault-enumeration"
 // is none).
 func faultsRestore(o *options) []result {
 	start := time.Now()
-	base, err := os.MkdirTemp("", "dlqdump-restorefaults-")
+	dirs, s3s, stop, err := restoreStores("dlqdump-restorefaults-")
 	if err != nil {
 		return []result{{section: "restore faults", figures: err.Error(), bound: "run"}}
-	}
-	defer os.RemoveAll(base)
-	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
-	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-reliability"})
-	if err != nil {
-		if srv, stop, err = s3test.NewFake(nil); err != nil {
-			return []result{{section: "restore faults", figures: err.Error(), bound: "run"}}
-		}
 	}
 	defer stop()
 	sel, which := restorefaults.Every, "every point and block boundary"
@@ -52,7 +44,7 @@ func faultsRestore(o *options) []result {
 		{dirs, restorefaults.Variant{}},
 		{dirs, restorefaults.Variant{Encrypted: true}},
 		{dirs, restorefaults.Variant{Jobs: true}},
-		{restorefaults.S3Store(srv), restorefaults.Variant{}},
+		{s3s, restorefaults.Variant{}},
 	} {
 		h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: func() *exec.Cmd { return exec.Command(os.Args[0]) }}
 		n := 0
@@ -90,4 +82,24 @@ func faultsRestore(o *options) []result {
 		strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(start).Round(time.Second))
 	o.blocks = append(o.blocks, block{name: restoreFaultsBlock, text: md.String()})
 	return out
+}
+
+// restoreStores returns the stores the restore side's enumerations run on:
+// directories under a temporary one named from prefix, and prefixes of a
+// bucket on versitygw (gofakes3 when there is none); stop removes and
+// stops them.
+func restoreStores(prefix string) (dirs, s3s restorefaults.Store, stop func(), err error) {
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dirs = restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
+	srv, stopS3, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-reliability"})
+	if err != nil {
+		if srv, stopS3, err = s3test.NewFake(nil); err != nil {
+			os.RemoveAll(base)
+			return nil, nil, nil, err
+		}
+	}
+	return dirs, restorefaults.S3Store(srv), func() { stopS3(); os.RemoveAll(base) }, nil
 }

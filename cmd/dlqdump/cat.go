@@ -27,6 +27,7 @@ func newCatCmd(a *app) *cobra.Command {
 		area      string
 		protoFile string
 		protoMsg  string
+		explain   bool
 		ff        filterFlags
 	)
 	cmd := &cobra.Command{
@@ -37,9 +38,18 @@ each segment. Without segment names, the ready segments are printed (what
 restore would redrive); --area chooses others. Named segments are looked for
 in every area.
 
+--select EXPR prints only the records the expression selects (see
+docs/SELECT.md; --since, --until and --where add to it): segments, and
+blocks of them, that their summaries rule out are not read. An expression
+that names areas (area = quarantine) reads those without --area.
+--explain says how the selection reads the dump (what each segment's
+summary rules out) instead of printing records.
+
 --format json (the default) prints one JSON object per record and line:
-  {"segment":"NAME","area":"ready","seq":0,"time":"2026-03-01T12:00:00.5Z",
-   "headers":{"reason":"failed"},"payload":"{\"id\":1}"}
+  {"id":"2c3d4e5f60718293a4b5c6d1-0","segment":"NAME","area":"ready","seq":0,
+   "time":"2026-03-01T12:00:00.5Z","headers":{"reason":"failed"},"payload":"{\"id\":1}"}
+id is the record's ID (dlqdump.RecordID): the same in every copy of the
+record, and what --select 'id = ...' takes.
 The payload is a string when it is valid, printable UTF-8 (tabs and line
 breaks allowed), else base64 with "payload_base64":true. With
 --proto-descriptor FILE (a FileDescriptorSet, as written by
@@ -56,6 +66,8 @@ Damaged blocks are skipped and reported on stderr with the segment and
 offset (exit status 3) after every intact record was printed.`,
 		Example: `  dlqdump cat /var/lib/app/dlq | jq .payload
   dlqdump cat /var/lib/app/dlq --since 2h --where reason=failed --limit 10
+  dlqdump cat /var/lib/app/dlq --select 'payload ~ "ord-0777777" or $.order.id = "ord-0777777"'
+  dlqdump cat /var/lib/app/dlq --select 'reason = failed and time >= now-2h' --explain
   dlqdump cat /var/lib/app/dlq 20261122T101500.123456789Z-0123456789abcdef.dlq --format hex
   dlqdump cat s3://dead-letters/orders/ --proto-descriptor orders.pb --proto-message shop.v1.Order`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
@@ -65,11 +77,11 @@ offset (exit status 3) after every intact record was printed.`,
 			default:
 				return usageErrorf("--format %q: want json, hex or raw", format)
 			}
-			areas, err := areasFlag(cmd.Flags(), area, args[1:], "ready")
+			flt, err := ff.parse(time.Now())
 			if err != nil {
 				return err
 			}
-			flt, err := ff.parse(time.Now())
+			areas, err := flt.areas(cmd.Flags(), area, args[1:], "ready")
 			if err != nil {
 				return err
 			}
@@ -88,11 +100,27 @@ offset (exit status 3) after every intact record was printed.`,
 			if err != nil {
 				return err
 			}
-			infos, err := a.list(l, areas, args[1:])
+			names := args[1:]
+			if only, ok := flt.sel.Segments(); ok && len(names) == 0 {
+				names = only // read those, not the listing
+				if !cmd.Flags().Changed("area") && !flt.sel.NamesArea() {
+					areas = allAreas
+				}
+			}
+			infos, err := a.list(l, areas, names)
 			if err != nil {
 				return err
 			}
-			return a.cat(l, infos, flt, format, pp)
+			if explain {
+				return a.explain(l, infos, flt)
+			}
+			if err := a.cat(l, infos, flt, format, pp); err != nil {
+				return err
+			}
+			if len(infos) == 0 && len(names) == 0 && !cmd.Flags().Changed("area") && !flt.sel.NamesArea() {
+				a.quarantineHint(l, args[0])
+			}
+			return nil
 		}),
 	}
 	fl := cmd.Flags()
@@ -100,12 +128,14 @@ offset (exit status 3) after every intact record was printed.`,
 	fl.StringVar(&area, "area", "ready", "ready, quarantine, archive or all (default ready; all when segments are named)")
 	fl.StringVar(&protoFile, "proto-descriptor", "", "FileDescriptorSet file (protoc --include_imports --descriptor_set_out) to print protobuf payloads")
 	fl.StringVar(&protoMsg, "proto-message", "", "full name of the payloads' protobuf message, e.g. shop.v1.Order")
+	fl.BoolVar(&explain, "explain", false, "say how the selection reads the dump (segments and blocks its summaries rule out) instead of printing records")
 	ff.register(fl)
 	return cmd
 }
 
 // recordJSON is one line of cat --format json.
 type recordJSON struct {
+	ID            string            `json:"id"`
 	Segment       string            `json:"segment"`
 	Area          string            `json:"area"`
 	Seq           uint64            `json:"seq"`
@@ -138,17 +168,18 @@ func (a *app) cat(l *location, infos []sink.Info, flt *filter, format string, pp
 		if h := cv.Handled(); h != "" {
 			a.infof("%s: left out the records a restorer handled already (%s; see dlqdump ls)", si.Name, h)
 		}
-		_, err := a.walk(l, si, walkOpts{Filter: flt, Done: cv}, func(_ *segment.Header, b *segment.Block) error {
+		_, err := a.walk(l, si, walkOpts{Select: flt.sel, Done: cv}, func(hdr *segment.Header, b *segment.Block) error {
+			seg := inspect.SegmentOf(si, hdr)
 			for i := range b.Len() {
 				rec := b.Record(i)
-				if cv.Skip(rec.Seq) || !flt.Match(&rec) {
+				if cv.Skip(rec.Seq) || !flt.match(seg, &rec) {
 					continue
 				}
-				if flt.Limit > 0 && printed >= flt.Limit {
+				if flt.limit > 0 && printed >= flt.limit {
 					return errLimit
 				}
 				line.Reset()
-				if err := formatRecord(&line, si, &rec, format, pp); err != nil {
+				if err := formatRecord(&line, si, hdr, &rec, format, pp); err != nil {
 					return err
 				}
 				if _, err := w.Write(line.Bytes()); err != nil {
@@ -188,11 +219,12 @@ func isWriteErr(err error) bool {
 	return errors.As(err, &pe) && pe.Op == "write"
 }
 
-// formatRecord appends one record in the format to buf.
-func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format string, pp *protoPrinter) error {
+// formatRecord appends one record, of the segment whose header is hdr, in
+// the format to buf.
+func formatRecord(buf *bytes.Buffer, si sink.Info, hdr *segment.Header, rec *segment.Record, format string, pp *protoPrinter) error {
 	switch format {
 	case "hex":
-		fmt.Fprintf(buf, "# %s %s #%d %s", si.Name, si.Area, rec.Seq, rec.When().Format(time.RFC3339Nano))
+		fmt.Fprintf(buf, "# %s %s #%d %s id=%s", si.Name, si.Area, rec.Seq, rec.When().Format(time.RFC3339Nano), hdr.RecordID(rec))
 		for k, v := range rec.Headers.All() {
 			fmt.Fprintf(buf, " %s=%s", quoteIfNeeded(k), quoteIfNeeded(v))
 		}
@@ -217,6 +249,7 @@ func formatRecord(buf *bytes.Buffer, si sink.Info, rec *segment.Record, format s
 		return nil
 	}
 	j := recordJSON{
+		ID:      hdr.RecordID(rec).String(),
 		Segment: si.Name, Area: si.Area.String(), Seq: rec.Seq, Time: rec.When().Format(time.RFC3339Nano),
 		Headers: inspect.HeadersMap(rec.Headers),
 	}

@@ -91,6 +91,11 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 	if errors.Is(err, claims.ErrClaimed) {
 		return res, errClaimedSeg
 	}
+	if errors.Is(err, claims.ErrFinished) {
+		// Its holder had decided to finish it (delete, archive,
+		// quarantine it) and stopped: that was completed instead.
+		return res, fmt.Errorf("%s not moved: %w", srcPath, err)
+	}
 	if err != nil {
 		return res, fmt.Errorf("claim %s: %w", srcPath, err)
 	}

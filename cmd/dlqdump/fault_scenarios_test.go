@@ -55,6 +55,7 @@ var faultScenarios = []faultScenario{
 	{"verify-salvage", 3, salvageScenario},
 	{"quarantine-release", 3, releaseScenario},
 	{"prune", 4, pruneScenario},
+	{"prune-beside-a-restore", 3, pruneRaceScenario},
 }
 
 // TestFaultPoints runs each scenario's command, interrupted by SIGKILL and
@@ -82,7 +83,13 @@ func TestFaultPoints(t *testing.T) {
 				sigs = append(sigs, "STOP")
 			}
 			for _, sig := range sigs {
-				for _, k := range faultPoints(ops, base.ops, sc.per) {
+				ks := faultPoints(ops, base.ops, sc.per)
+				if sig == "STOP" {
+					// Every point between a fencing write and the delete
+					// or move it fences, sampled or not (issue 30).
+					ks = union(ks, stallPoints(base.ops))
+				}
+				for _, k := range ks {
 					points++
 					if t.Run(fmt.Sprintf("%s-after-op-%d", sig, k), func(t *testing.T) { faultPoint(t, sc, sig, k, false) }) {
 						held++

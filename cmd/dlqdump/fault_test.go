@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,6 +323,47 @@ func faultPoints(n int, ops []string, per int) []int {
 		}
 	}
 	return ks
+}
+
+// stallPoints returns the points right after a holder's last fencing write
+// before each delete or move of a ready segment (ops are the operations of a
+// run without faults): a holder stopped there past its lease, while
+// another takes its claim over, must not delete or move what the other
+// restores (issue 30).
+func stallPoints(ops []string) []int {
+	var ks []int
+	for i, op := range ops {
+		f := strings.Fields(op)
+		var name string
+		switch {
+		case len(f) >= 4 && f[1] == "delete" && f[2] == "ready":
+			name = f[3]
+		case len(f) >= 4 && f[1] == "move" && strings.HasPrefix(f[3], "ready->"):
+			name = f[2]
+		default:
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			g := strings.Fields(ops[j])
+			if len(g) >= 3 && g[1] == "write-record" && g[2] == name {
+				ks = append(ks, j+1)
+				break
+			}
+		}
+	}
+	return ks
+}
+
+// union returns the points of a and b, sorted, once each.
+func union(a, b []int) []int {
+	out := slices.Clone(a)
+	for _, k := range b {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // isChange reports whether a logged operation ("12 commit NAME") changes the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,11 @@ its records are delivered, and the next pass reads only the others.
 Without --to, each record is written to stdout as one JSON object and line:
   {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}
 (payload_base64 as for cat; the headers are those delivered: "replays" is
-raised by one on every restore). A record counts as delivered once written.
+raised by one on every restore). A record counts as delivered once written,
+and its segment is deleted once done, as with --to: to look at records and
+keep them, use dlqdump cat. On a terminal, restore says so and asks first
+(and does not start without an answer); redirected to a file or a pipe, it
+does not ask.
 
 With --to URL, each record is POSTed to URL, its payload as the body
 (Content-Type from --content-type) and each header as an X-Dlq-KEY request
@@ -163,6 +168,11 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	l, err := a.open(loc, true)
 	if err != nil {
 		return err
+	}
+	if target == nil && !f.dryRun {
+		if err := a.confirmStdoutRestore(l, os.Stdin); err != nil {
+			return err
+		}
 	}
 	ready, err := a.list(l, []sink.Area{sink.AreaReady}, names)
 	if err != nil {
@@ -310,24 +320,41 @@ func onlyNoKey(err error, rep *dlqdump.Report) bool {
 // logger returns a logger for the library's warnings, printed on stderr as
 // "dlqdump: warning: MESSAGE key=value ...".
 func (a *app) logger() *slog.Logger {
-	return slog.New(&warnHandler{a: a})
+	return slog.New(&warnHandler{a: a, level: slog.LevelWarn})
 }
 
-// warnHandler prints warnings and errors through app.printErr. The
+// eventLogger returns a logger for a long-running command's events too
+// (dlqdump job run: every job's start, end, pause, cancel, hand-over and
+// failure), printed on stderr with their time as "TIME dlqdump: MESSAGE
+// key=value ..." (unless --quiet), the warnings as logger prints them.
+func (a *app) eventLogger() *slog.Logger {
+	return slog.New(&warnHandler{a: a, level: slog.LevelInfo, times: true})
+}
+
+// warnHandler prints records of level and above through app.printErr. The
 // Restorer's component and owner attributes are left out.
 type warnHandler struct {
 	a     *app
+	level slog.Level
+	times bool // each line starts with the record's time
 	attrs []slog.Attr
 }
 
-// Enabled reports whether records of level l are printed: warnings and
-// errors.
-func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+// Enabled reports whether records of level l are printed.
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.level && (l >= slog.LevelWarn || !h.a.quiet)
+}
 
 // Handle prints a record as one line.
 func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	b.WriteString("dlqdump: warning: ")
+	if h.times {
+		b.WriteString(r.Time.UTC().Format("2006-01-02T15:04:05.000Z "))
+	}
+	b.WriteString("dlqdump: ")
+	if r.Level >= slog.LevelWarn {
+		b.WriteString("warning: ")
+	}
 	b.WriteString(r.Message)
 	add := func(at slog.Attr) bool {
 		if at.Key == "component" || at.Key == "owner" || at.Equal(slog.Attr{}) {
@@ -349,7 +376,7 @@ func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 
 // WithAttrs returns a handler printing attrs with every record.
 func (h *warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &warnHandler{a: h.a, attrs: append(slices.Clip(h.attrs), attrs...)}
+	return &warnHandler{a: h.a, level: h.level, times: h.times, attrs: append(slices.Clip(h.attrs), attrs...)}
 }
 
 // WithGroup returns h: groups are not shown.
@@ -401,6 +428,10 @@ func (a *app) printDryRun(l *location, rep *dlqdump.Report) error {
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(w, "damaged blocks   %d (their records cannot be restored; run dlqdump verify)\n", rep.DamagedBlocks)
 	}
+	if rep.ReleasedDamagedBlocks > 0 {
+		fmt.Fprintf(w, "would finish     %s of segments released from quarantine: their records cannot be read, and finishing the segment deletes (--archive: archives) them with it; to keep what can be read of them: dlqdump verify %s --salvage DIR\n",
+			plural(rep.ReleasedDamagedBlocks, "damaged block"), l.raw)
+	}
 	if rep.NoKeySegments > 0 {
 		fmt.Fprintf(w, "no key for       %s (encrypted: would be left in place)\n", plural(rep.NoKeySegments, "segment"))
 	}
@@ -441,6 +472,9 @@ func (a *app) printReport(l *location, to string, rep *dlqdump.Report, hd *httpD
 	}
 	if rep.DamagedBlocks > 0 {
 		fmt.Fprintf(&b, "\nskipped %s (run dlqdump verify)", plural(rep.DamagedBlocks, "damaged block"))
+	}
+	if rep.ReleasedDamagedBlocks > 0 {
+		fmt.Fprintf(&b, "\nfinished %s of segments released from quarantine with them (their records could not be read)", plural(rep.ReleasedDamagedBlocks, "damaged block"))
 	}
 	if rep.NoKeySegments > 0 {
 		fmt.Fprintf(&b, "\nleft %s in place: encrypted, and no identity given unwraps their keys", plural(rep.NoKeySegments, "segment"))

@@ -78,6 +78,9 @@ func addReport(a, b *dlqdump.Report) {
 	a.DeletedSegments += b.DeletedSegments
 	a.SideSegments += b.SideSegments
 	a.DamagedBlocks += b.DamagedBlocks
+	a.ReleasedDamagedBlocks += b.ReleasedDamagedBlocks
+	a.Completed += b.Completed
+	a.Gone += b.Gone
 	a.NoKeySegments += b.NoKeySegments
 	a.OtherVersionSegments += b.OtherVersionSegments
 	if a.ByReason == nil {

@@ -198,6 +198,9 @@ func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (s
 	}
 	cl, err := claimer.Claim(ctx, si.Name)
 	if err != nil {
+		// A *claims.Finished says that its holder had decided to
+		// finish it (delete, archive, quarantine it) and stopped: that
+		// was completed instead.
 		return "", err
 	}
 	keep := claims.Keep(ctx, cl, a.logger())

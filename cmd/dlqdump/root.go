@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,6 +115,9 @@ type app struct {
 	// soft is cancelled by the first interrupt: commands stop at the next
 	// segment or block. ctx is cancelled by the second: I/O stops at once.
 	soft, ctx context.Context
+	// stopping is what the first interrupt says the command does (by
+	// default, it finishes the block or segment at hand).
+	stopping atomic.Pointer[string]
 
 	outMu sync.Mutex // serialises stderr between messages and the bar
 	bar   *progress  // the bar being drawn, if any
@@ -216,6 +220,7 @@ with informational messages.
 		newQuarantineCmd(a),
 		newPruneCmd(a),
 		newRewrapCmd(a),
+		newSummarizeCmd(a),
 		newKeygenCmd(a),
 		newJobCmd(a),
 		newUICmd(a),
@@ -250,7 +255,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			n++
 			switch n {
 			case 1:
-				a.printErr("\ndlqdump: interrupted: finishing the block or segment at hand (interrupt again to stop at once)")
+				what := "finishing the block or segment at hand"
+				if p := a.stopping.Load(); p != nil {
+					what = *p
+				}
+				a.printErr("\ndlqdump: interrupted: " + what + " (interrupt again to stop at once)")
 				softCancel()
 			case 2:
 				cancel()

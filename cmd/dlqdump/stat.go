@@ -17,6 +17,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -25,6 +26,7 @@ func newStatCmd(a *app) *cobra.Command {
 		asJSON bool
 		area   string
 		by     []string
+		sel    string
 	)
 	cmd := &cobra.Command{
 		Use:   "stat LOCATION [SEGMENT...]",
@@ -36,19 +38,30 @@ segments are encrypted (and for which kinds of recipient). Every record is
 read, so damaged blocks are found (and reported on stderr, exit status 3).
 Records a restorer already handled (before the restore progress kept in a
 segment's claim record) are not counted: only what is still in the dump.
+Each value is shown with the ID of a record that has it (its first), for
+dlqdump cat --select 'id = ...'. --select EXPR counts only the records the
+expression selects (docs/SELECT.md), reading only the segments and blocks
+their summaries do not rule out.
 
 With --json, one object:
   {"segments":4,"states":{"ready":2,"claimed":0,"quarantined":1,"archived":1},
    "records":120,"raw_bytes":30720,"stored_bytes":4096,"ratio":7.5,
    "oldest":"...","newest":"...","damaged_blocks":0,
    "encrypted":2,"recipients":{"X25519":2},
-   "by":{"reason":{"values":{"failed":80,"leak":30},"missing":10}}}`,
+   "by":{"reason":{"values":{"failed":80,"leak":30},"missing":10,
+     "examples":{"failed":"2c3d4e5f60718293a4b5c6d1-0","leak":"..."}}}}`,
 		Example: `  dlqdump stat /var/lib/app/dlq
   dlqdump stat /var/lib/app/dlq --by reason --by source
+  dlqdump stat /var/lib/app/dlq --by error --select 'source = orders and time >= now-1h'
   dlqdump stat s3://dead-letters/orders/ --area ready --json`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			areas, err := areasFlag(cmd.Flags(), area, args[1:], "all")
+			expr, err := parseSelect("--select", sel, time.Now())
+			if err != nil {
+				return err
+			}
+			flt := &filter{sel: expr, expr: expr}
+			areas, err := flt.areas(cmd.Flags(), area, args[1:], "all")
 			if err != nil {
 				return err
 			}
@@ -63,19 +76,22 @@ With --json, one object:
 			if err != nil {
 				return err
 			}
-			return a.stat(l, infos, by, asJSON)
+			return a.stat(l, infos, by, asJSON, expr)
 		}),
 	}
+	cmd.Flags().StringVar(&sel, "select", "", "count only the records this expression selects (docs/SELECT.md)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&area, "area", "all", "ready, quarantine, archive or all")
 	cmd.Flags().StringArrayVar(&by, "by", nil, "count records by the values of this header (repeatable; default reason)")
 	return cmd
 }
 
-// valueCounts counts the values of one header.
+// valueCounts counts the values of one header, with the ID of the first
+// record of each.
 type valueCounts struct {
-	values  map[string]uint64
-	missing uint64
+	values   map[string]uint64
+	examples map[string]string
+	missing  uint64
 }
 
 type statResult struct {
@@ -93,7 +109,7 @@ type statResult struct {
 	by             map[string]*valueCounts
 }
 
-func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) error {
+func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool, sel *selection.Selection) error {
 	claimed, err := a.inspectAll(l, infos)
 	if err != nil {
 		return err
@@ -101,7 +117,7 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 	res := &statResult{states: map[string]int{"ready": 0, "claimed": 0, "quarantined": 0, "archived": 0}, by: map[string]*valueCounts{},
 		recipients: map[string]int{}}
 	for _, k := range by {
-		res.by[k] = &valueCounts{values: map[string]uint64{}}
+		res.by[k] = &valueCounts{values: map[string]uint64{}, examples: map[string]string{}}
 	}
 	var failed []error
 	for _, si := range infos {
@@ -110,15 +126,16 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 		cv := claimed[si.Name]
 		res.states[inspect.State(si, cv)]++
 		damaged, opened := false, false
-		wo := walkOpts{Done: cv, Opened: func(sr *segment.Reader) {
+		wo := walkOpts{Done: cv, Select: sel, Opened: func(sr *segment.Reader) {
 			opened = true
 			res.countEncryption(inspect.EncryptionOf(sr))
 		}}
-		_, err := a.walk(l, si, wo, func(_ *segment.Header, b *segment.Block) error {
+		_, err := a.walk(l, si, wo, func(hdr *segment.Header, b *segment.Block) error {
 			res.raw += uint64(b.Info().RawLen)
+			seg := inspect.SegmentOf(si, hdr)
 			for i := range b.Len() {
 				rec := b.Record(i)
-				if cv.Skip(rec.Seq) {
+				if cv.Skip(rec.Seq) || !sel.Match(seg, &rec) {
 					continue
 				}
 				if res.records == 0 || rec.Time < res.oldest {
@@ -130,7 +147,9 @@ func (a *app) stat(l *location, infos []sink.Info, by []string, asJSON bool) err
 				res.records++
 				for k, vc := range res.by {
 					if v, ok := rec.Headers.Lookup(k); ok {
-						vc.values[string(v)]++
+						if vc.values[string(v)]++; vc.values[string(v)] == 1 {
+							vc.examples[string(v)] = hdr.RecordID(&rec).String()
+						}
 					} else {
 						vc.missing++
 					}
@@ -262,6 +281,7 @@ func (r *statResult) writeText(w io.Writer, by []string) error {
 		vc := r.by[k]
 		fmt.Fprintf(w, "\nby %s\n", k)
 		bt := newTable(1, 2)
+		bt.add("  value", "records", "share", "e.g. record")
 		share := func(n uint64) string {
 			if r.records == 0 {
 				return "-"
@@ -269,12 +289,12 @@ func (r *statResult) writeText(w io.Writer, by []string) error {
 			return strconv.FormatFloat(100*float64(n)/float64(r.records), 'f', 1, 64) + "%"
 		}
 		for _, v := range vc.sortedValues() {
-			bt.add("  "+quoteCell(v), strconv.FormatUint(vc.values[v], 10), share(vc.values[v]))
+			bt.add("  "+quoteCell(v), strconv.FormatUint(vc.values[v], 10), share(vc.values[v]), vc.examples[v])
 		}
 		if vc.missing > 0 {
-			bt.add("  (none)", strconv.FormatUint(vc.missing, 10), share(vc.missing))
+			bt.add("  (none)", strconv.FormatUint(vc.missing, 10), share(vc.missing), "")
 		}
-		if len(bt.rows) == 0 {
+		if len(bt.rows) == 1 {
 			fmt.Fprintln(w, "  (no records)")
 			continue
 		}
@@ -293,8 +313,9 @@ func orDash(s string) string {
 }
 
 type statValuesJSON struct {
-	Values  map[string]uint64 `json:"values"`
-	Missing uint64            `json:"missing"`
+	Values   map[string]uint64 `json:"values"`
+	Missing  uint64            `json:"missing"`
+	Examples map[string]string `json:"examples"` // the ID of a record of each value
 }
 
 type statJSON struct {
@@ -323,7 +344,7 @@ func (r *statResult) writeJSON(w io.Writer, by []string) error {
 		j.Recipients = r.recipients
 	}
 	for _, k := range by {
-		j.By[k] = &statValuesJSON{Values: r.by[k].values, Missing: r.by[k].missing}
+		j.By[k] = &statValuesJSON{Values: r.by[k].values, Missing: r.by[k].missing, Examples: r.by[k].examples}
 	}
 	return jsonLine(w, j)
 }

@@ -105,6 +105,8 @@ func (a *app) serveUI(addr string, h http.Handler, readOnly bool, where string) 
 	if readOnly {
 		mode = ", read-only"
 	}
+	stopping := "stopping the console: the requests under way end first, for at most 5s"
+	a.stopping.Store(&stopping)
 	// Always printed: the address is what the command is for.
 	a.printErr(fmt.Sprintf("dlqdump: console of %s at http://%s/%s; interrupt to stop", where, ln.Addr(), mode))
 	select {

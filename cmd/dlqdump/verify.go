@@ -281,7 +281,9 @@ func (a *app) salvage(l *location, si sink.Info, dst *location) (uint64, error) 
 		}
 		for i := range b.Len() {
 			rec := b.Record(i)
-			if err := w.Copy(&rec, nil); err != nil {
+			// Records after a damaged block move to other sequence
+			// numbers: each keeps its ID in a header.
+			if err := w.CopyKeepID(hdr, &rec, nil); err != nil {
 				return fmt.Errorf("write %s: %w", dst.segPath(sink.AreaReady, si.Name), err)
 			}
 			n++

@@ -256,6 +256,7 @@ async function release(names) {
 // ---------- records ----------
 function searchParams() {
   const f = $('search').elements, p = new URLSearchParams();
+  if (f.select.value.trim()) p.set('select', f.select.value.trim());
   p.set('area', f.area.value);
   for (const k of ['since', 'until']) if (f[k].value) p.set(k, new Date(f[k].value + (f[k].value.length === 16 ? ':00' : '') + 'Z').toISOString());
   for (const k of ['reason', 'error', 'source']) if (f[k].value) p.append('where', k + '=' + f[k].value);
@@ -268,7 +269,7 @@ function searchParams() {
 async function startSearch() {
   S.gen = (S.gen || 0) + 1;
   S.search = searchParams();
-  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.unsearched = 0; S.searchDone = false; S.pages = 0;
+  S.records = []; S.next = ''; S.scanned = 0; S.segmentsScanned = 0; S.skipped = 0; S.selection = undefined; S.unsearched = 0; S.searchDone = false; S.pages = 0;
   clear($('rec-body'));
   $('detail').hidden = true;
   await nextPage();
@@ -289,6 +290,8 @@ async function nextPage() {
       if (gen !== S.gen) return;
       S.pages++;
       S.scanned += r.scanned; S.segmentsScanned += r.segments; S.unsearched += r.unsearched || 0;
+      S.skipped = (S.skipped || 0) + (r.skipped_segments || 0);
+      S.selection = r.selection || '';
       for (const rec of r.records) { S.records.push(rec); $('rec-body').append(recordRow(rec)); }
       S.next = r.next || '';
       if (r.errors) flash(r.errors.join('; '), true);
@@ -303,6 +306,7 @@ async function nextPage() {
 }
 function status() {
   let t = fmtNum(S.records.length) + ' record' + (S.records.length === 1 ? '' : 's') + ' shown · ' + fmtNum(S.scanned) + ' looked at in ' + fmtNum(S.segmentsScanned) + ' segment reads';
+  if (S.skipped) t += ' · ' + fmtNum(S.skipped) + ' segments skipped (their summaries rule the selection out)';
   t += S.searchDone ? ' · end of the selection' : S.searching ? ' · searching…' : '';
   if (S.unsearched) t += ' · ' + fmtNum(S.unsearched) + ' records of encrypted segments not searched (no identity given)';
   $('search-status').textContent = t;
@@ -332,7 +336,8 @@ async function openRecord(r) {
     $('detail-title').textContent = d.segment + ' #' + d.seq;
     const t = $('detail-headers');
     clear(t);
-    t.append(el('tr', null, el('th', {text: 'time'}), el('td', {text: d.time})), el('tr', null, el('th', {text: 'area'}), el('td', {text: d.area})));
+    t.append(el('tr', null, el('th', {text: 'id'}), el('td', {class: 'mono', text: d.id || ''})),
+      el('tr', null, el('th', {text: 'time'}), el('td', {text: d.time})), el('tr', null, el('th', {text: 'area'}), el('td', {text: d.area})));
     for (const k of Object.keys(d.headers || {}).sort()) t.append(el('tr', null, el('th', {text: k}), el('td', {text: d.headers[k]})));
     const pl = d.payload || {kind: 'sealed', text: ''};
     $('detail-note').textContent = pl.kind + ', ' + fmtBytes(pl.size || 0) + (pl.truncated ? ', truncated' : '') + (pl.error ? ' — ' + pl.error : '');
@@ -341,26 +346,27 @@ async function openRecord(r) {
 }
 
 // ---------- restore jobs ----------
-function selectionText(p) {
-  const parts = ['records of the ' + (p.get('area') || 'ready') + ' area'];
-  const where = p.getAll('where');
-  if (where.length) parts.push('whose headers have ' + where.join(', '));
-  if (p.get('since')) parts.push('since ' + fmtTime(p.get('since')));
-  if (p.get('until')) parts.push('until ' + fmtTime(p.get('until')));
-  if (p.getAll('segment').length) parts.push('in segment ' + p.getAll('segment').join(', '));
-  return parts.join(' ');
+function selectionText(area, sel) {
+  return 'records of the ' + (area || 'ready') + ' area' + (sel ? ' that match: ' + sel : ' (all of them)');
 }
 async function newJob() {
   const p = searchParams();
-  if (p.get('q') || p.get('path')) {
-    flash('A restore job selects by time, headers and segments; it cannot select by payload text or a JSON path. Clear those fields to restore the rest of the selection.', true);
-    return;
-  }
   if (p.get('area') === 'archive' || p.get('area') === 'all') {
     flash('A restore job takes records from the ready area or the quarantine: choose one of them.', true);
     return;
   }
-  $('job-selection').textContent = 'Restores ' + selectionText(p) + '.';
+  // The server says what the form selects, as one expression (the same
+  // language as dlqdump job create --select): the job keeps that.
+  let sel = S.selection;
+  if (!S.search || S.search.toString() !== p.toString() || sel === undefined) {
+    // The form changed since the last search: ask what it selects.
+    try {
+      const q = new URLSearchParams(p);
+      q.set('n', '1');
+      sel = (await api('records', q)).selection || '';
+    } catch (e) { flash('Restore this selection: ' + e.message, true); return; }
+  }
+  $('job-selection').textContent = 'Restores ' + selectionText(p.get('area'), sel) + '.';
   const dl = $('dests');
   clear(dl);
   const seen = new Set();
@@ -373,15 +379,10 @@ async function newJob() {
   d.addEventListener('close', async () => {
     if (d.returnValue !== 'ok') return;
     const spec = {area: p.get('area'), rate: Number($('job-rate').value) || 0, limit: Number($('job-limit').value) || 0, destination: $('job-dest').value.trim()};
-    if (p.get('since')) spec.since = p.get('since');
-    if (p.get('until')) spec.until = p.get('until');
-    const where = {};
-    for (const kv of p.getAll('where')) { const i = kv.indexOf('='); where[kv.slice(0, i)] = kv.slice(i + 1); }
-    if (Object.keys(where).length) spec.where = where;
-    if (p.getAll('segment').length) spec.segments = p.getAll('segment');
+    if (sel) spec.select = sel;
     const at = $('job-at').value;
     if (at) spec.at = new Date(at).toISOString();
-    const lines = ['The job ' + selectionText(p) + (spec.limit ? ' (at most ' + fmtNum(spec.limit) + ')' : '') + '.',
+    const lines = ['The job restores ' + selectionText(spec.area, sel) + (spec.limit ? ' (at most ' + fmtNum(spec.limit) + ')' : '') + '.',
       'Velocity: ' + (spec.rate ? spec.rate + ' records per second' : "the runner's own pace") + '. Destination: ' + (spec.destination || "the runner's default") + '.',
       'Starts: ' + (spec.at ? fmtTime(spec.at) : 'now') + ', on a runner that serves the destination (dlqdump job run, or a program\'s jobs.Runner).',
       $('job-count').textContent];
@@ -417,6 +418,7 @@ async function loadJobs() {
 }
 function jobSelection(j) {
   const s = j.spec, parts = [(s.area || 'ready')];
+  if (s.select) parts.push(s.select);
   if (s.where) parts.push(Object.entries(s.where).map(([k, v]) => k + '=' + v).join(', '));
   if (s.since) parts.push('since ' + fmtTime(s.since));
   if (s.until) parts.push('until ' + fmtTime(s.until));
@@ -437,11 +439,13 @@ function renderJobs(r) {
     const act = (verb, label) => acts.append(el('button', {'data-verb': verb, 'data-job': j.id, text: label, onclick: () => controlJob(j, verb)}), ' ');
     if (acts) {
       if (j.state === 'pending' || j.state === 'running') act('pause', 'Pause');
-      if (j.state === 'paused') act('resume', 'Resume');
+      if (j.state === 'paused' || j.state === 'failed') act('resume', 'Resume');
       if (!['completed', 'failed', 'cancelled'].includes(j.state)) act('cancel', 'Cancel');
     }
     let note = j.error || j.waiting || '';
     if (j.request) note = (note ? note + ' · ' : '') + j.request + ' asked';
+    if (j.refused) note = (note ? note + ' · ' : '') + 'refused ' + j.refused;
+    if (j.next && (j.state === 'pending' || j.state === 'running')) note = (note ? note + ' · ' : '') + 'next ' + fmtTime(j.next);
     body.append(el('tr', {'data-job': j.id},
       el('td', {class: 'mono', text: j.id}),
       el('td', {class: 'state ' + j.state, text: j.state}),
@@ -466,9 +470,9 @@ function renderJobs(r) {
 }
 async function controlJob(j, verb) {
   const what = {pause: 'Pause', resume: 'Resume', cancel: 'Cancel'}[verb];
-  const lines = [{pause: 'A running job stops at its next block boundary and waits; nothing is lost, resume it later.',
+  const lines = [{pause: 'A running job stops at its next record, within about a second, and waits; nothing is lost, resume it later.',
     resume: 'The job becomes due again at once and a runner takes it on where it stopped.',
-    cancel: 'The job ends for good at its next block boundary; the records it did not deliver stay where they are.'}[verb],
+    cancel: 'The job ends for good at its next record, within about a second; the records it did not deliver stay where they are.'}[verb],
     'Job ' + j.id + ': ' + jobSelection(j) + ' — ' + fmtNum(j.delivered) + ' delivered so far.'];
   if (!await confirmAction(what + ' job ' + j.id + '?', lines)) return;
   try {

@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,10 @@ type Claim struct {
 	found json.RawMessage // progress when taken
 	state State           // state when taken
 	token string          // the claim's token, as taken (rec.Token is cleared on release)
+	// had: the claim was written over a record (prevOwner's, "" when it
+	// was released or pending), not created.
+	had       bool
+	prevOwner string
 
 	mu      sync.Mutex
 	rec     Record // last written
@@ -71,6 +76,15 @@ func (cl *Claim) Progress() json.RawMessage { return cl.found }
 // quarantine (it was since released from there).
 func (cl *Claim) WasQuarantined() bool { return cl.state == StateQuarantined }
 
+// TookOver reports whether the claim was taken over a record that was
+// there (a previous holder's, expired or released, with owner its label and
+// state its state), rather than made anew: a segment found gone under such
+// a claim was removed by someone, where one under a new record was finished
+// by a holder since the listing.
+func (cl *Claim) TookOver() (owner string, state State, ok bool) {
+	return cl.prevOwner, cl.state, cl.had
+}
+
 // TrustedUntil returns until when the claim can be relied on: the start of
 // its last successful write plus the lease less a fifth.
 func (cl *Claim) TrustedUntil() time.Time {
@@ -97,12 +111,13 @@ func (cl *Claim) Save(ctx context.Context, progress json.RawMessage) error {
 	return cl.writeLocked(ctx, "renew", rec)
 }
 
-// SaveFinal records progress after which nothing remains but Finish, and
-// fences the claim in the same write, as Finish does first (the record is
-// marked finishing), so that a Finish within the claim's trusted time writes
-// the record once less. While the claim has publications to settle it is
-// Save: Finish settles them, then fences.
-func (cl *Claim) SaveFinal(ctx context.Context, progress json.RawMessage) error {
+// SaveFinal records progress after which nothing remains but Finish to
+// to, and fences the claim in the same write, as Finish does first (the
+// record is marked finishing, with to), so that a Finish to the same place
+// within the claim's trusted time writes the record once less. While the
+// claim has publications to settle it is Save: Finish settles them, then
+// fences.
+func (cl *Claim) SaveFinal(ctx context.Context, progress json.RawMessage, to Destination) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	rec := cl.rec
@@ -110,53 +125,103 @@ func (cl *Claim) SaveFinal(ctx context.Context, progress json.RawMessage) error 
 		rec.Progress = progress
 	}
 	if len(rec.Publishing) == 0 {
-		rec.State = StateFinishing
+		rec.State, rec.To = StateFinishing, &to
 	}
 	return cl.writeLocked(ctx, "renew", rec)
 }
 
-// Release ends the claim, keeping the last saved progress: the segment may be
-// claimed by anyone at once and resumes there.
+// Release ends the claim, keeping the last saved progress and any request
+// written into the record from outside: the segment may be claimed by anyone
+// at once and resumes there.
 func (cl *Claim) Release(ctx context.Context) error {
-	return cl.ReleaseWith(ctx, nil, cl.Control())
+	return cl.ReleaseDecided(ctx, func(control string) (json.RawMessage, string) { return nil, control })
 }
 
-// ReleaseWith ends the claim as Release does, in the same write saving
-// progress (nil keeps the last) and setting the request from outside to
-// control (the holder acknowledging a request clears it).
-func (cl *Claim) ReleaseWith(ctx context.Context, progress json.RawMessage, control string) error {
+// ReleaseDecided ends the claim as Release does, in one write of the
+// progress (nil keeps the last) and request that decide returns for the
+// request stored in the record (Control: "" for none). decide is called with
+// the request the claim's last write found and, should the write meet a
+// request written into the record since, again with that one: what is
+// written was decided on the request it replaces, so that a request is
+// acted on or kept, never overwritten unseen (the holder acknowledging one
+// returns ""). A finish the claim decided (Finish, SaveFinal) stays
+// decided: the next claim completes it.
+func (cl *Claim) ReleaseDecided(ctx context.Context, decide func(control string) (progress json.RawMessage, keep string)) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	rec := cl.rec
-	rec.Token, rec.State, rec.Control = "", StateOpen, control
-	if progress != nil {
-		rec.Progress = progress
-	}
-	if err := cl.writeLocked(ctx, "release", rec); err != nil {
+	base := cl.rec
+	err := cl.writeBuiltLocked(ctx, "release", func(control string) Record {
+		rec := base
+		progress, keep := decide(control)
+		rec.Token, rec.Control = "", keep
+		if rec.To == nil {
+			rec.State = StateOpen
+		}
+		if progress != nil {
+			rec.Progress = progress
+		}
+		return rec
+	})
+	if err != nil {
 		return err
 	}
 	cl.ended = true
 	return nil
 }
 
-// Destination says where Finish takes a segment.
+// Destination says where Finish takes a segment. From the write that fences
+// the finish on, the record holds it (Record.To).
 type Destination struct {
 	// Delete removes the segment; otherwise it is moved to Area.
-	Delete bool
+	Delete bool `json:"delete,omitempty"`
 	// Area is where the segment goes (archive, quarantine).
-	Area sink.Area
+	Area sink.Area `json:"area,omitempty"`
 	// Reason is kept with a segment moved to quarantine.
-	Reason string
+	Reason string `json:"reason,omitempty"`
+	// Account is what completing the finish accounts for, opaque to this
+	// package (the records a retention rule expires): whoever completes
+	// it, the holder that decided or one that took its claim over (see
+	// Finished), reports it, once.
+	Account json.RawMessage `json:"account,omitempty"`
+}
+
+// String says what the destination does: "delete", "move to quarantine".
+func (d Destination) String() string {
+	if d.Delete {
+		return "delete"
+	}
+	return "move to " + d.Area.String()
+}
+
+// same reports whether d and o do the same to a segment (their Reasons may
+// differ).
+func (d Destination) same(o Destination) bool {
+	return d.Delete == o.Delete && (d.Delete || d.Area == o.Area) && bytes.Equal(d.Account, o.Account)
 }
 
 // Finish ends the work on a ready segment: it fences the claim (the record
-// is marked finishing, so a claim taken over fails here, before anything
-// changes), deletes the segment or moves it, and then removes the record,
-// except for a segment moved to quarantine, whose record keeps its progress
-// (state quarantined, released) so that releasing it from quarantine never
-// feeds delivered records again. Each step can be repeated: a Finish that
-// failed may be called again, by this holder or, after the lease, by the one
-// who takes the claim over.
+// is marked finishing, with to, so a claim taken over fails here, before
+// anything changes), deletes the segment or moves it, and then removes the
+// record, except for a segment moved to quarantine, whose record keeps its
+// progress (state quarantined, released) so that releasing it from
+// quarantine never feeds delivered records again. Each step can be
+// repeated: a Finish that failed may be called again, by this holder or,
+// after the lease, by the one who takes the claim over.
+//
+// No store makes a delete or a move conditional on a record, so a holder
+// that stalls past its lease between the fencing write and the delete or
+// move, and then goes on, makes it all the same. What it makes is the
+// decision the record holds, though: whoever takes the claim over completes
+// that decision (Claimer.Claim returns a *Finished) instead of working on
+// the segment, so the late delete or move finds it done (ErrNotFound,
+// ignored) and the holder's next write fails with ErrLeaseLost. A segment
+// is not restored by one holder while another deletes or quarantines it.
+// What remains is a stall that outlasts the taker's completing the move to
+// quarantine, a person releasing the segment and a new claim on it: the
+// late move then takes the segment from under that claim; a restorer that
+// finds its segment gone looks for it and ends its claim in quarantine with
+// its progress (dlqdump's segRun.gone), unless it had read the segment
+// whole already from a file it kept open.
 func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -178,11 +243,12 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	if len(cl.rec.Publishing) > 0 {
 		return fmt.Errorf("dlqdump: finish segment %s: it is being handed over to %s (dlqdump mv): run that move again", cl.name, cl.rec.Publishing[0].Remote)
 	}
-	// SaveFinal fenced it already, and no one can have taken the claim
+	// SaveFinal (or the claim's taking over a decided finish) fenced it
+	// already, for the same place, and no one can have taken the claim
 	// over while it is trusted.
-	if cl.rec.State != StateFinishing || !cl.c.now().Before(cl.trusted.Add(cl.c.lease-Margin(cl.c.lease))) {
+	if !cl.fencedLocked(to) {
 		rec := cl.rec
-		rec.State = StateFinishing
+		rec.State, rec.To = StateFinishing, &to
 		if err := cl.writeLocked(ctx, "finish", rec); err != nil {
 			return err
 		}
@@ -205,11 +271,19 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 	return cl.endLocked(ctx, to)
 }
 
+// fencedLocked reports whether the record, as the claim last wrote it,
+// fences a finish to to, and is trusted still.
+func (cl *Claim) fencedLocked(to Destination) bool {
+	r := &cl.rec
+	return r.State == StateFinishing && r.To != nil && r.To.same(to) &&
+		cl.c.now().Before(cl.trusted.Add(cl.c.lease-Margin(cl.c.lease)))
+}
+
 // endLocked ends the claim once the segment was moved or deleted.
 func (cl *Claim) endLocked(ctx context.Context, to Destination) error {
 	if !to.Delete && to.Area == sink.AreaQuarantine {
 		rec := cl.rec
-		rec.Token, rec.State = "", StateQuarantined
+		rec.Token, rec.State, rec.To = "", StateQuarantined, nil
 		if err := cl.writeLocked(ctx, "finish", rec); err != nil {
 			return err
 		}
@@ -288,12 +362,25 @@ func (cl *Claim) lostLocked(op string, cause error) error {
 }
 
 // writeLocked writes rec (its Rev raised above the stored one) if the record
-// is still ours.
+// is still ours, keeping the request from outside it finds there.
 func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
+	return cl.writeBuiltLocked(ctx, op, func(control string) Record {
+		r := rec
+		r.Control = control
+		return r
+	})
+}
+
+// writeBuiltLocked writes the record build makes for the request from
+// outside stored in it (the one the last write found, then the one a
+// conflicting write finds), if the record is still ours.
+func (cl *Claim) writeBuiltLocked(ctx context.Context, op string, build func(control string) Record) error {
 	if err := cl.usableLocked(op); err != nil {
 		return err
 	}
+	control := cl.rec.Control
 	for range 3 {
+		rec := build(control)
 		rec.Rev = cl.rec.Rev + 1
 		rec.Written = time.Now().UTC()
 		b := rec.marshal()
@@ -335,7 +422,7 @@ func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
 		// failure, or a request was written into the record from
 		// outside: go on from it, keeping the request.
 		cl.rec.Rev, cl.version = r.Rev, curVersion
-		rec.Control = r.Control
+		control = r.Control
 	}
 	return fmt.Errorf("dlqdump: %s segment %s: its record keeps changing", op, cl.name)
 }

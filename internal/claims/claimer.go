@@ -119,6 +119,10 @@ func (c *Claimer) Owner() string { return c.owner }
 //
 // Claim does not check that the segment exists: the caller opens it and, if
 // it is gone, calls Forget on the claim.
+//
+// A record whose holder had decided to finish the segment (it stopped past
+// its lease, or released the claim after deciding) is not the caller's to
+// work on: Claim completes that finish and returns a *Finished.
 func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
 	for attempt := 0; ; attempt++ {
 		cl, err := c.try(ctx, name)
@@ -137,8 +141,14 @@ var errRetry = errors.New("retry")
 // Claim would fail with (ErrClaimed for a live claim, ...), or the progress
 // Claim would take over and whether the segment was quarantined before. A
 // dry run decides with it what the run decides with Claim.
+//
+// For a record whose holder decided a finish that a claim would complete,
+// the error is a *Finished (Pending).
 func (c *Claimer) Check(ctx context.Context, name string) (progress json.RawMessage, quarantined bool, err error) {
 	prev, _, err := c.decide(ctx, name)
+	if to := decided(&prev); err == nil && to != nil {
+		err = &Finished{Name: name, Owner: prev.Owner, To: *to, Progress: prev.Progress, Pending: true}
+	}
 	return prev.Progress, prev.State == StateQuarantined, err
 }
 
@@ -215,6 +225,11 @@ func (c *Claimer) ClaimNew(ctx context.Context, name string) (*Claim, error) {
 func (c *Claimer) take(ctx context.Context, name string, prev Record, version string) (*Claim, error) {
 	rec := Record{V: Version, Owner: c.owner, Token: newToken(), Rev: prev.Rev + 1, LeaseMS: c.lease.Milliseconds(),
 		Written: time.Now().UTC(), Progress: prev.Progress, Publishing: prev.Publishing, Control: prev.Control}
+	if to := decided(&prev); to != nil {
+		// The previous holder decided to finish it: the claim completes
+		// that, fenced by this write (see Finished).
+		rec.State, rec.To = StateFinishing, to
+	}
 	start := c.now()
 	b := rec.marshal()
 	newVersion, err := c.recs.WriteRecord(ctx, name, b, version)
@@ -231,7 +246,11 @@ func (c *Claimer) take(ctx context.Context, name string, prev Record, version st
 		newVersion = curVersion
 	}
 	c.forget(name)
-	cl := &Claim{c: c, name: name, rec: rec, token: rec.Token, version: newVersion, found: prev.Progress, state: prev.State, trusted: start}
+	cl := &Claim{c: c, name: name, rec: rec, token: rec.Token, version: newVersion, found: prev.Progress, state: prev.State, trusted: start,
+		had: version != "", prevOwner: prev.Owner}
+	if rec.To != nil {
+		return nil, cl.complete(ctx, prev)
+	}
 	if len(rec.Publishing) > 0 {
 		// The previous holder decided to publish these: move them into
 		// place now (what fails is tried again by Finish).

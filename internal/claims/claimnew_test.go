@@ -56,7 +56,7 @@ func TestClaimNew(t *testing.T) {
 	if err := ca.Save(ctx, json.RawMessage(`{"seq":3}`)); err != nil {
 		t.Fatalf("the claim ClaimNew took: %v", err)
 	}
-	if err := ca.ReleaseWith(ctx, json.RawMessage(`{"seq":4}`), ""); err != nil {
+	if err := ca.ReleaseDecided(ctx, func(string) (json.RawMessage, string) { return json.RawMessage(`{"seq":4}`), "" }); err != nil {
 		t.Fatal(err)
 	}
 	cb2, err := b.ClaimNew(ctx, "a.dlq")
@@ -93,7 +93,7 @@ func TestSaveFinalFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ca.SaveFinal(ctx, json.RawMessage(`{"done":true}`)); err != nil {
+	if err := ca.SaveFinal(ctx, json.RawMessage(`{"done":true}`), Destination{Delete: true}); err != nil {
 		t.Fatal(err)
 	}
 	data, _, _ := st.ReadRecord(ctx, "a.dlq")
@@ -112,13 +112,14 @@ func TestSaveFinalFences(t *testing.T) {
 	}
 
 	// Past its trusted time, Finish fences again: a claim taken over
-	// meanwhile fails there and the segment stays.
+	// meanwhile fails there. The taker completed the delete SaveFinal
+	// decided, rather than restoring the segment.
 	st.Put(sink.AreaReady, "b.dlq", []byte("segment b"))
 	cb, err := a.Claim(ctx, "b.dlq")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cb.SaveFinal(ctx, json.RawMessage(`{"done":true}`)); err != nil {
+	if err := cb.SaveFinal(ctx, json.RawMessage(`{"done":true}`), Destination{Delete: true}); err != nil {
 		t.Fatal(err)
 	}
 	other := newClaimer(t, st, "other", clk)
@@ -126,13 +127,15 @@ func TestSaveFinalFences(t *testing.T) {
 		t.Fatalf("first look: %v", err)
 	}
 	clk.Advance(lease + time.Second)
-	if _, err := other.Claim(ctx, "b.dlq"); err != nil {
-		t.Fatalf("takeover after the lease: %v", err)
+	_, err = other.Claim(ctx, "b.dlq")
+	var fin *Finished
+	if !errors.As(err, &fin) || !fin.To.Delete || fin.Owner != "a" || string(fin.Progress) != `{"done":true}` {
+		t.Fatalf("takeover after the lease: %v, want a *Finished completing a's delete", err)
+	}
+	if st.Get(sink.AreaReady, "b.dlq") != nil {
+		t.Fatal("the taker did not complete the delete")
 	}
 	if err := cb.Finish(ctx, Destination{Delete: true}); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Finish of a claim taken over after SaveFinal = %v, want ErrLeaseLost", err)
-	}
-	if st.Get(sink.AreaReady, "b.dlq") == nil {
-		t.Fatal("a claim taken over deleted the segment")
 	}
 }

@@ -135,13 +135,13 @@ func (k *Keeper) saveCtx(ctx context.Context) error {
 	return k.wroteLocked(k.claim.Save(ctx, k.progress))
 }
 
-// SaveFinal records progress after which nothing remains but Finish and
-// writes it now, fencing the claim as Claim.SaveFinal does.
-func (k *Keeper) SaveFinal(ctx context.Context, progress json.RawMessage) error {
+// SaveFinal records progress after which nothing remains but Finish to to
+// and writes it now, fencing the claim as Claim.SaveFinal does.
+func (k *Keeper) SaveFinal(ctx context.Context, progress json.RawMessage, to Destination) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.progress = progress
-	return k.wroteLocked(k.claim.SaveFinal(ctx, progress))
+	return k.wroteLocked(k.claim.SaveFinal(ctx, progress, to))
 }
 
 // Publish decides to publish p on behalf of the kept claim and moves it into

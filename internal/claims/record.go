@@ -50,6 +50,11 @@ const Version = 2
 //
 //	{…,"publishing":[{"staged":"TOKEN-NAME.dlq","name":"NAME.dlq","area":1}]}
 //
+// A holder finishing a segment records where it takes it in the write that
+// fences the finish (see Finish):
+//
+//	{…,"state":"finishing","to":{"area":1,"reason":"version 1.0.0.0, restorer expects 2.0.0.0"}}
+//
 // Owner is a label for people; claims are told apart by Token, random per
 // claim, empty once released. Rev grows by one with every write, so no two
 // writes store the same bytes and a sink's content-derived version always
@@ -80,6 +85,11 @@ type Record struct {
 	// the holder's writes keep it, and the holder learns it with its next
 	// write (Claim.Control).
 	Control string `json:"control,omitempty"`
+	// To, in a record in StateFinishing, is where its holder decided to
+	// take the segment (Claim.Finish, Claim.SaveFinal): whoever holds the
+	// claim next, this holder or one that takes it over, completes that
+	// decision rather than work on the segment (see Finished).
+	To *Destination `json:"to,omitempty"`
 }
 
 // Held reports whether a restorer holds the claim (until it expires).

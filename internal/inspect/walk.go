@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -34,6 +36,12 @@ type BlockFunc func(hdr *segment.Header, b *segment.Block) error
 // WalkStats is what walking a segment met.
 type WalkStats struct {
 	Blocks, Damaged int
+	// Skipped is set when the selection's plan ruled the whole segment
+	// out (Why says by what), before any block was read; SkippedBlocks
+	// counts the blocks of a segment read in part that it ruled out.
+	Skipped       bool
+	Why           string
+	SkippedBlocks int
 	// Lost counts the records of damaged blocks, when the footer tells.
 	Lost uint64
 	// UnknownLost is set when damaged blocks of unknown size were met.
@@ -42,9 +50,11 @@ type WalkStats struct {
 
 // WalkOpts choose what Walk reads.
 type WalkOpts struct {
-	// Filter, when it bounds times, lets Walk skip the blocks of a sealed
-	// segment outside them.
-	Filter *Filter
+	// Select, when set, lets Walk skip a segment, or blocks of it, that
+	// hold no record it selects, by what the segment's header, footer and
+	// summary say (selection.Plan). fn still gets every record of the
+	// blocks read: callers match them (Segment gives what Match needs).
+	Select *selection.Selection
 	// Done, when set, is the restore progress of the segment: Walk skips
 	// the blocks of records handled already, and the callers skip the
 	// records for which Done.Skip is true.
@@ -146,16 +156,33 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 		if o.Sealed == nil {
 			return st, w.hint(sr.KeyError())
 		}
-		return w.walkSealed(ctx, sr, &st, o, damage, sr.Footer())
+		plan := w.plan(si, sr, o.Select, &st)
+		if st.Skipped {
+			return st, nil
+		}
+		return w.walkSealed(ctx, sr, &st, o, damage, sr.Footer(), plan.Blocks)
 	}
 	ft := sr.Footer()
 	if ft == nil {
 		damage(sr.FooterError())
 	}
-	flt := o.Filter
-	timed := ft != nil && flt != nil && flt.Timed()
-	if timed && (len(ft.Blocks) == 0 || !flt.Overlaps(ft.MinTime.UnixNano(), ft.MaxTime.UnixNano())) {
+	plan := w.plan(si, sr, o.Select, &st)
+	if st.Skipped {
 		return st, nil
+	}
+	// Blocks the plan rules out are not read, one block at a time; when
+	// it keeps most of them, reading them all in a stream is faster and
+	// those it rules out are only not handed to fn.
+	planned := plan.Blocks != nil && (o.Stream == nil || 2*plan.Read <= len(plan.Blocks))
+	if plan.Blocks != nil && !planned {
+		inner := fn
+		fn = func(hdr *segment.Header, b *segment.Block) error {
+			if !wanted(ft, plan.Blocks, b.Info()) {
+				st.SkippedBlocks++
+				return nil
+			}
+			return inner(hdr, b)
+		}
 	}
 	from := o.from()
 	var b segment.Block
@@ -172,7 +199,7 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 		damage(err)
 		return nil
 	}
-	if ft != nil && o.From > from.Seq && !timed {
+	if ft != nil && o.From > from.Seq && !planned {
 		// Start at the block of the first record wanted.
 		for _, bi := range ft.Blocks {
 			if bi.FirstSeq+uint64(bi.Count) > o.From {
@@ -185,15 +212,19 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 			return st, nil
 		}
 	}
-	if timed {
-		// Read only the blocks whose time range meets the filter, from
-		// the first record wanted.
-		for _, bi := range ft.Blocks {
+	if planned {
+		// Read only the blocks the plan keeps, from the first record
+		// wanted.
+		for i, bi := range ft.Blocks {
 			if err := w.stop(ctx); err != nil {
 				return st, err
 			}
 			end := bi.FirstSeq + uint64(bi.Count)
-			if timed && !flt.Overlaps(bi.MinTime, bi.MaxTime) || end <= from.Seq || end <= o.From {
+			if end <= from.Seq || end <= o.From {
+				continue
+			}
+			if !plan.Blocks[i] {
+				st.SkippedBlocks++
 				continue
 			}
 			if err := sr.Seek(segment.Position{Offset: bi.Offset, Seq: max(bi.FirstSeq, from.Seq)}); err != nil {
@@ -235,6 +266,27 @@ func (w *Walker) Walk(ctx context.Context, si sink.Info, o WalkOpts, fn BlockFun
 	}
 }
 
+// plan plans the reading of a segment for sel, reading its summary (only
+// for a selection that is not of every record): st.Skipped says that none
+// of it is to be read.
+func (w *Walker) plan(si sink.Info, sr *segment.Reader, sel *selection.Selection, st *WalkStats) selection.Plan {
+	if sel.IsAll() {
+		return selection.Plan{}
+	}
+	hdr := sr.Header()
+	seg := &selection.Segment{Area: si.Area, Name: si.Name, Header: &hdr, Footer: sr.Footer()}
+	seg.Summary, _ = sr.Summary() // none, damaged or sealed: may match
+	p := sel.Plan(seg)
+	st.Skipped, st.Why = p.Skip, p.Why
+	return p
+}
+
+// SegmentOf returns what a selection matches a record of segment si with
+// header hdr against.
+func SegmentOf(si sink.Info, hdr *segment.Header) *selection.Segment {
+	return &selection.Segment{Area: si.Area, Name: si.Name, Header: hdr}
+}
+
 // countLost counts the records of a damaged block in st, when the footer
 // ft (nil when unsealed) tells how many it held.
 func countLost(st *WalkStats, ft *segment.Footer, err error) {
@@ -246,8 +298,9 @@ func countLost(st *WalkStats, ft *segment.Footer, err error) {
 }
 
 // walkSealed verifies the blocks of an encrypted segment opened without its
-// key: checksums and places only. ft is its footer, nil when unsealed.
-func (w *Walker) walkSealed(ctx context.Context, sr *segment.Reader, st *WalkStats, o WalkOpts, damage func(error), ft *segment.Footer) (WalkStats, error) {
+// key: checksums and places only. ft is its footer, nil when unsealed;
+// want, when set, the blocks of its index a plan keeps.
+func (w *Walker) walkSealed(ctx context.Context, sr *segment.Reader, st *WalkStats, o WalkOpts, damage func(error), ft *segment.Footer, want []bool) (WalkStats, error) {
 	if ft == nil {
 		damage(sr.FooterError())
 	}
@@ -264,6 +317,10 @@ func (w *Walker) walkSealed(ctx context.Context, sr *segment.Reader, st *WalkSta
 			if bi.FirstSeq+uint64(bi.Count) <= o.From {
 				continue
 			}
+			if want != nil && !wanted(ft, want, bi) {
+				st.SkippedBlocks++
+				continue
+			}
 			if err := o.Sealed(bi); err != nil {
 				return *st, err
 			}
@@ -276,6 +333,12 @@ func (w *Walker) walkSealed(ctx context.Context, sr *segment.Reader, st *WalkSta
 		countLost(st, ft, err)
 		damage(err)
 	}
+}
+
+// wanted reports whether the plan keeps block bi of the footer ft.
+func wanted(ft *segment.Footer, want []bool, bi segment.BlockInfo) bool {
+	i := sort.Search(len(ft.Blocks), func(i int) bool { return ft.Blocks[i].Offset >= bi.Offset })
+	return i == len(ft.Blocks) || ft.Blocks[i].Offset != bi.Offset || want[i]
 }
 
 // stream reads the rest of a segment through a segment.Stream: block

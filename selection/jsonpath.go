@@ -1,4 +1,4 @@
-package inspect
+package selection
 
 import (
 	"bytes"

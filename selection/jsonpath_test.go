@@ -1,8 +1,10 @@
-package inspect
+package selection
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/dlqdump/dlqdump/segment"
 )
 
 func TestJSONPath(t *testing.T) {
@@ -52,8 +54,10 @@ func TestJSONPath(t *testing.T) {
 // The quick test of Match (a value absent from an unescaped text) never
 // refuses a record the path would select.
 func TestFilterPathValue(t *testing.T) {
-	p, _ := ParseJSONPath("$.name")
-	f := &Filter{Path: p, PathValue: "café"}
+	f, err := JSON("$.name", "café", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		payload string
 		want    bool
@@ -63,8 +67,8 @@ func TestFilterPathValue(t *testing.T) {
 		{`{"name":"cafe"}`, false},
 		{`{"other":"café"}`, false},
 	} {
-		rec := recordOf(c.payload)
-		if got := f.Match(&rec); got != c.want {
+		rec := segment.Record{Payload: []byte(c.payload)}
+		if got := f.Match(nil, &rec); got != c.want {
 			t.Errorf("%s: %v, want %v", c.payload, got, c.want)
 		}
 	}

@@ -1,0 +1,5 @@
+package dlqdump
+
+// RaceEnabled tells the external tests (package dlqdump_test) whether the
+// race detector is on.
+const RaceEnabled = raceEnabled
