@@ -211,7 +211,11 @@ type Config struct {
 	MaxReplays int
 	// DeliverEnvelope makes the Restorer enqueue *Envelope{Item, Headers}
 	// instead of the bare item, so the destination's worker sees the
-	// headers and a Queue dumping it again keeps them. Default false.
+	// headers and a Queue dumping it again keeps them. The headers hold
+	// the record's ID in HeaderRecordID: the same on every delivery of
+	// the record (a crash's re-delivery, after cp, mv, rewrap and a
+	// release), a key a destination deduplicates by (an adapter uses it
+	// as the message ID). Default false.
 	DeliverEnvelope bool
 	// VersionPolicy says what to do with a segment whose Version differs
 	// from Config.Version and is not accepted by VersionCompatible.

@@ -54,9 +54,9 @@ in their segment, which is not rewritten: its claim record says which of
 its records are delivered, and the next pass reads only the others.
 
 Without --to, each record is written to stdout as one JSON object and line:
-  {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}
+  {"headers":{"reason":"failed","record-id":"019a3f2c7d1e5b8a90c4d2e1-0","replays":"1"},"payload":"{\"id\":1}"}
 (payload_base64 as for cat; the headers are those delivered: "replays" is
-raised by one on every restore). A record counts as delivered once written,
+raised by one on every restore, "record-id" is the record's ID). A record counts as delivered once written,
 and its segment is deleted once done, as with --to: to look at records and
 keep them, use dlqdump cat. On a terminal, restore says so and asks first
 (and does not start without an answer); redirected to a file or a pipe, it
@@ -66,7 +66,10 @@ With --to URL, each record is POSTed to URL, its payload as the body
 (Content-Type from --content-type) and each header as an X-Dlq-KEY request
 header (X-Dlq-Reason, X-Dlq-Source, X-Dlq-Replays, ...; characters of KEY
 other than letters, digits and "-" become "-"; values that are not printable
-ASCII are RFC 2047 encoded). A 2xx answer is a delivery. --concurrency
+ASCII are RFC 2047 encoded), and the record's ID as Idempotency-Key (and
+X-Dlq-Record-Id): the same on every delivery of the record, after a crash,
+cp, mv, rewrap or a release, so the endpoint can drop what it has seen. A
+2xx answer is a delivery. --concurrency
 POSTs are in flight at once; the checkpoint only passes records whose
 predecessors were all delivered, so an interrupted or stopped restore
 resumes at the first record not known to be delivered: after an interrupt,
