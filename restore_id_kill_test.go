@@ -115,7 +115,7 @@ func TestCrashRedeliverySameID(t *testing.T) {
 	}
 	lines = append(lines, runIDKiller(t, dir, 0)...)
 
-	idOf := map[string]string{}  // payload -> ID
+	idOf := map[string]string{}   // payload -> ID
 	itemOf := map[string]string{} // ID -> payload
 	times := map[string]int{}
 	var delivered []*dlqdump.Envelope
@@ -178,7 +178,7 @@ func TestCrashRedeliverySameID(t *testing.T) {
 // where it keeps its effects (a unique key, written in the same
 // transaction).
 type Dedup struct {
-	Window int                // IDs remembered
+	Window int               // IDs remembered
 	Next   func(x any) error // the real destination
 
 	mu   sync.Mutex
