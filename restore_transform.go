@@ -78,7 +78,7 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 	}
 	delete(rp.Headers, HeaderRecordID) // the ID is rp.ID
 	var before *Replay
-	sample := g.dry && len(g.rep.Changes) < g.opts.Sample
+	sample := g.dry && g.opts.reserveSample()
 	if sample {
 		before = &Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}
 	}
@@ -100,9 +100,25 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 		c := Change{Before: *before, After: Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}}
 		if c.Changed() {
 			g.rep.Changes = append(g.rep.Changes, c)
+		} else {
+			g.opts.sampled.Add(-1) // not kept: the next record may be
 		}
 	}
 	return rp, nil
+}
+
+// reserveSample reserves a place in the pass's sample of changes (the
+// segments in flight share it) and reports whether there was one.
+func (o *RunOptions) reserveSample() bool {
+	for {
+		n := o.sampled.Load()
+		if n >= int64(o.Sample) {
+			return false
+		}
+		if o.sampled.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // callTransform calls the Transform, a panic in it being its error.

@@ -121,6 +121,7 @@ type RunOptions struct {
 	// Default 0: none.
 	Sample int
 
+	sampled *atomic.Int64        // the Changes kept by the pass's segments
 	sel     *selection.Selection // Since, Until, Where and Select
 	stopAt  time.Time            // the background window closes
 	after   func()               // at the end of the pass
@@ -149,6 +150,7 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 	if o.Sample < 0 {
 		return fmt.Errorf("%w: RunOptions.Sample: %d is negative", ErrConfig, o.Sample)
 	}
+	o.sampled = new(atomic.Int64)
 	if o.Area != AreaReady && o.Area != AreaQuarantine {
 		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
 	}

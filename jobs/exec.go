@@ -130,6 +130,7 @@ func (x *execution) pass(ctx context.Context) {
 		// has no block boundaries of its own.
 		dry := opts
 		dry.DryRun = true
+		dry.Transform = nil // it moves records between delivered and quarantined: the count is the same
 		dctx, stop := context.WithCancel(x.keep.Context())
 		go func() {
 			select {

@@ -57,6 +57,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 		rate                   float64
 		asJSON                 bool
 		ff                     filterFlags
+		jq                     jqFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create LOCATION",
@@ -64,7 +65,8 @@ func newJobCreateCmd(a *app) *cobra.Command {
 		Example: `  dlqdump job create /var/lib/app/dlq --where reason=failed --rate 200 --at 2026-11-28T03:00:00Z
   dlqdump job create s3://dead-letters/orders/ --id redrive-incident-42 --since 2h --dest orders --json
   dlqdump job create /var/lib/app/dlq --area quarantine --window 01:00-05:00 --tz Europe/Berlin
-  dlqdump job create /var/lib/app/dlq --select 'payload ~ "ord-0777777"' --dest orders`,
+  dlqdump job create /var/lib/app/dlq --select 'payload ~ "ord-0777777"' --dest orders
+  dlqdump job create /var/lib/app/dlq --select 'error like "missing currency"' --jq '.payload.currency //= "EUR"'`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			now := time.Now()
@@ -72,8 +74,11 @@ func newJobCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := jq.compile(); err != nil {
+				return err
+			}
 			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where, Select: flt.expr.String(),
-				Limit: limit, Rate: rate, Destination: dest, Area: area}
+				JQ: jq.expr, Limit: limit, Rate: rate, Destination: dest, Area: area}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
@@ -113,6 +118,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 	fl.StringVar(&ff.until, "until", "", "only records that entered the dump before this time (same forms as --since)")
 	fl.StringArrayVar(&ff.where, "where", nil, "only records whose header KEY has VALUE, as KEY=VALUE (repeatable: all must match)")
 	fl.StringVar(&ff.sel, "select", "", `only the records this expression selects (docs/SELECT.md), e.g. '$.order.id = "ord-7"'; relative times (now-2h) are fixed when the job is created`)
+	jq.register(fl, false)
 	return cmd
 }
 
@@ -234,6 +240,9 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	}
 	dest := j.Spec.Destination
 	t.add("destination", fmt.Sprintf("%q", dest))
+	if j.Spec.JQ != "" {
+		t.add("jq", j.Spec.JQ)
+	}
 	if w := a.waiting(st, j); w != "" {
 		t.add("waiting", w)
 	}

@@ -39,6 +39,7 @@ type restoreFlags struct {
 	version     string
 	lease       time.Duration
 	ff          filterFlags
+	jq          jqFlags
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -91,6 +92,16 @@ to deliver, nothing is quarantined, and the exit status is 5. Run the same
 command again once the endpoint is back. An endpoint that answers 5xx to one
 record only stops every restore at that record: look at it with dlqdump cat.
 
+--jq PROGRAM changes each record on its way (a jq program, gojq): it sees
+{"id":..., "time":..., "headers":{...}, "payload":...} (the payload's JSON
+value, or its text, or its base64 with "payload_base64": true) and returns
+it changed, e.g. '.payload.email |= ascii_downcase' or
+'.headers.error = null'. The stored record never changes; a record the
+program fails on (error("why"), no result, a type error) is quarantined
+with the error. With --dry-run, the first --sample records it changes or
+refuses are shown as a unified diff of their JSON, before and after. A
+program that does not compile is refused naming the column.
+
 --rate caps deliveries per second. --limit N stops after N records were
 delivered or quarantined: at most N are offered to the destination. --dry-run reads everything and prints
 what would be delivered, by reason, changing nothing. Segments of any data
@@ -111,7 +122,8 @@ restored.`,
 		Example: `  dlqdump restore /var/lib/app/dlq --dry-run
   dlqdump restore /var/lib/app/dlq --to http://orders.internal:8080/redrive --rate 200
   dlqdump restore /var/lib/app/dlq --where reason=failed --since 24h --to http://localhost:8080/in
-  dlqdump restore s3://dead-letters/orders/ --limit 100 > redriven.jsonl`,
+  dlqdump restore s3://dead-letters/orders/ --limit 100 > redriven.jsonl
+  dlqdump restore /var/lib/app/dlq --select 'error ~ "missing currency"' --jq '.payload.currency //= "EUR"' --dry-run`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return a.restore(args[0], args[1:], &f)
@@ -132,6 +144,7 @@ restored.`,
 	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
 	_ = fl.MarkHidden("lease")
 	f.ff.register(fl)
+	f.jq.register(fl, true)
 	return cmd
 }
 
@@ -161,6 +174,10 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		if version, err = dlqdump.ParseVersion(f.version); err != nil {
 			return usageErrorf("--version %q: want 1 to 4 dot-separated numbers, e.g. 1.2", f.version)
 		}
+	}
+	jq, err := f.jq.compile()
+	if err != nil {
+		return err
 	}
 	var target *url.URL
 	if f.to != "" {
@@ -253,6 +270,12 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	}()
 	opts := runOptions(flt)
 	opts.DryRun = f.dryRun
+	if jq != nil {
+		opts.Transform = jq.Transform
+		if f.dryRun {
+			opts.Sample = f.jq.sample
+		}
+	}
 	if len(names) > 0 {
 		opts.Segments = names
 	}
@@ -283,6 +306,9 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if f.dryRun {
 		if err := a.printDryRun(l, &rep); err != nil {
 			return err
+		}
+		if jq != nil {
+			printChanges(a.stdout, &rep, f.jq.sample)
 		}
 		return withCode(exitError, runErr)
 	}
