@@ -89,6 +89,11 @@ func New(o *Options) *Counter {
 	return c
 }
 
+// Compact drops what the Counter keeps only to count faster (the
+// signatures of the values it met): a Counter kept after counting (a
+// segment's, in a cache) holds its groups only.
+func (c *Counter) Compact() { c.memo = map[string]string{} }
+
 // Header returns the header the Counter groups by.
 func (c *Counter) Header() string { return c.header }
 
