@@ -64,10 +64,6 @@ func (c *Change) Changed() bool {
 	return c.Err == "" && (!bytes.Equal(c.Before.Payload, c.After.Payload) || !maps.Equal(c.Before.Headers, c.After.Headers))
 }
 
-// transformLabel labels the records a Transform refused, in
-// Report.ByReason ("quarantine: transform") and the quarantine metrics.
-const transformLabel = "transform"
-
 // transform runs the pass's Transform on rec. It returns the record to
 // deliver, or the outcome when the record is not delivered: set aside (the
 // Transform refused it) or stopped (ErrUnavailable, the pass's context).
@@ -91,7 +87,8 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 		if sample {
 			g.rep.Changes = append(g.rep.Changes, Change{Before: *before, After: *before, Err: err.Error()})
 		}
-		return nil, &outcome{kind: setAside, label: transformLabel, reason: "transform: " + err.Error()}
+		// Labelled "transform" in Report.ByReason and the metrics.
+		return nil, &outcome{kind: setAside, label: "transform", reason: "transform: " + err.Error()}
 	}
 	if rp.Headers == nil {
 		rp.Headers = Headers{}
