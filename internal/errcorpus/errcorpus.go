@@ -38,18 +38,24 @@ var Families = []Family{
 	{func(r *rand.Rand) string {
 		return fmt.Sprintf("request %08x-%04x-4%03x-a%03x-%012x failed: upstream 503", r.Uint32(), r.IntN(1<<16), r.IntN(1<<12), r.IntN(1<<12), r.Int64N(1<<48))
 	}, "request <uuid> failed: upstream <num>", 300},
-	{func(r *rand.Rand) string { return fmt.Sprintf("card declined for u%d.smith@shop.example.org", r.IntN(1e6)) },
+	{func(r *rand.Rand) string {
+		return fmt.Sprintf("card declined for u%d.smith@shop.example.org", r.IntN(1e6))
+	},
 		"card declined for <email>", 250},
 	{func(r *rand.Rand) string {
 		return fmt.Sprintf(`invalid field "%s": want a number`, []string{"amount", "qty", "price", "total"}[r.IntN(4)])
 	}, "invalid field <str>: want a number", 200},
-	{func(r *rand.Rand) string { return fmt.Sprintf("event evt_%016x rejected by schema v%d", r.Uint64()|1<<60, 1+r.IntN(9)) },
+	{func(r *rand.Rand) string {
+		return fmt.Sprintf("event evt_%016x rejected by schema v%d", r.Uint64()|1<<60, 1+r.IntN(9))
+	},
 		"event evt_<hex> rejected by schema v<num>", 150},
 	{func(r *rand.Rand) string {
 		return fmt.Sprintf("GET https://api.example.com/v1/orders/%d returned %d", r.IntN(1e6), 500+r.IntN(4))
 	}, "GET <url> returned <num>", 100},
 	{func(*rand.Rand) string { return "deadline exceeded" }, "deadline exceeded", 75},
-	{func(r *rand.Rand) string { return fmt.Sprintf("lookup host-%d.internal:%d: no such host", r.IntN(99), 8000+r.IntN(99)) },
+	{func(r *rand.Rand) string {
+		return fmt.Sprintf("lookup host-%d.internal:%d: no such host", r.IntN(99), 8000+r.IntN(99))
+	},
 		"lookup <addr>: no such host", 25},
 }
 
