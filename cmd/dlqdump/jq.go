@@ -56,7 +56,11 @@ func printChanges(w io.Writer, rep *dlqdump.Report, sample int) {
 		fmt.Fprintln(w, "the transform changed no record")
 		return
 	}
-	fmt.Fprintf(w, "the transform, on the first %s it changed or refused:\n", plural(len(rep.Changes), "record"))
+	what := "record"
+	if n := len(rep.Changes); n > 1 {
+		what = fmt.Sprintf("%d records", n)
+	}
+	fmt.Fprintf(w, "the transform, on the first %s it changes or refuses:\n", what)
 	for _, c := range rep.Changes {
 		if c.Err != "" {
 			fmt.Fprintf(w, "would quarantine %s: transform: %s\n", c.Before.ID, c.Err)
