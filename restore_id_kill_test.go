@@ -1,95 +1,13 @@
 package dlqdump_test
 
 import (
-	"bufio"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
 )
-
-func init() {
-	children["id-killer"] = idKillerChild
-}
-
-// idKillerChild restores DLQDUMP_DIR with DeliverEnvelope into a
-// destination that prints "ID PAYLOAD" for every record it accepts and
-// SIGKILLs the process right after the DLQDUMP_KILL_AT-th (0: never).
-func idKillerChild() int {
-	killAt, _ := strconv.Atoi(os.Getenv("DLQDUMP_KILL_AT"))
-	out := bufio.NewWriter(os.Stdout)
-	var mu sync.Mutex
-	n := 0
-	dst := queueFunc(func(x any) error {
-		mu.Lock()
-		defer mu.Unlock()
-		env := x.(*dlqdump.Envelope)
-		fmt.Fprintf(out, "%s %s\n", env.Headers[dlqdump.HeaderRecordID], env.Item)
-		if err := out.Flush(); err != nil {
-			return err
-		}
-		if n++; n == killAt {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-		return nil
-	})
-	r, err := dlqdump.NewRestorer(&dlqdump.Config{
-		Reader:          &fs.Reader{Directory: os.Getenv("DLQDUMP_DIR")},
-		Decoder:         poisonDecoder{},
-		Queue:           dst,
-		DeliverEnvelope: true,
-		Lease:           150 * time.Millisecond,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for {
-		rep, err := r.Run(context.Background(), dlqdump.RunOptions{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "restore:", err)
-			return 1
-		}
-		if rep.Claimed == 0 {
-			return 0
-		}
-		time.Sleep(30 * time.Millisecond)
-	}
-}
-
-// runIDKiller runs idKillerChild and returns the lines it printed.
-func runIDKiller(t *testing.T, dir string, killAt int) []string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=id-killer", "DLQDUMP_DIR="+dir, "DLQDUMP_KILL_AT="+strconv.Itoa(killAt))
-	cmd.Stderr = os.Stderr
-	b, err := cmd.Output()
-	ee, _ := err.(*exec.ExitError)
-	ws, _ := func() (syscall.WaitStatus, bool) {
-		if ee == nil {
-			return 0, false
-		}
-		w, ok := ee.Sys().(syscall.WaitStatus)
-		return w, ok
-	}()
-	if killAt > 0 && !(ee != nil && ws.Signaled() && ws.Signal() == syscall.SIGKILL) {
-		t.Fatalf("the restorer was to be killed at its %d-th delivery: %v", killAt, err)
-	}
-	if killAt == 0 && err != nil {
-		t.Fatalf("restorer: %v", err)
-	}
-	return strings.Split(strings.TrimSpace(string(b)), "\n")
-}
 
 // TestCrashRedeliverySameID: a restorer killed in the middle of a block
 // delivers that block's records again after the restart, each with the ID
@@ -111,16 +29,16 @@ func TestCrashRedeliverySameID(t *testing.T) {
 	_, maxBlock := blockSizes(t, dir)
 	var lines []string
 	for _, k := range []int{3001, 7777} {
-		lines = append(lines, runIDKiller(t, dir, k)...)
+		lines = append(lines, runKiller(t, dir, k, "", "DLQDUMP_ENVELOPE=1")...)
 	}
-	lines = append(lines, runIDKiller(t, dir, 0)...)
+	lines = append(lines, runKiller(t, dir, 0, "", "DLQDUMP_ENVELOPE=1")...)
 
 	idOf := map[string]string{}   // payload -> ID
 	itemOf := map[string]string{} // ID -> payload
 	times := map[string]int{}
 	var delivered []*dlqdump.Envelope
 	for _, l := range lines {
-		id, item, ok := strings.Cut(l, " ")
+		id, item, ok := strings.Cut(l, "|")
 		if !ok {
 			t.Fatalf("line %q", l)
 		}

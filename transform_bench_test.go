@@ -10,7 +10,6 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
-	"github.com/dlqdump/dlqdump/gen"
 	"github.com/dlqdump/dlqdump/transform"
 )
 
@@ -60,23 +59,7 @@ func BenchmarkTransform(b *testing.B) {
 		t    dlqdump.Transform
 	}{{"plain", nil}, {"go-bytes", inPlace}, {"go-json", lower}, {"jq", jq.Transform}} {
 		b.Run(tc.name, func(b *testing.B) {
-			pool := gen.New(1).Events(1<<14, 256)
-			dir := b.TempDir()
-			q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 16 * dlqdump.Megabyte})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var size int64
-			for i := range b.N {
-				p := pool[i%len(pool)]
-				size += int64(len(p))
-				if err := q.Enqueue(p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := q.Close(); err != nil {
-				b.Fatal(err)
-			}
+			dir, size := dumpGenEvents(b, b.N, dlqdump.Zstd)
 			var n atomic.Int64
 			r, err := dlqdump.NewRestorer(&dlqdump.Config{
 				Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},

@@ -141,14 +141,7 @@ func (h *Handler) groupsKey(si sink.Info, cv *inspect.Claim, header string, sel 
 func (h *Handler) countGroups(ctx context.Context, si sink.Info, cv *inspect.Claim, sel *selection.Selection, o *errgroups.Options) (*errgroups.Counter, error) {
 	c := errgroups.New(o)
 	_, err := h.walker.Walk(ctx, si, inspect.WalkOpts{Select: sel, Done: cv}, func(hdr *segment.Header, b *segment.Block) error {
-		seg := inspect.SegmentOf(si, hdr)
-		for i := range b.Len() {
-			rec := b.Record(i)
-			if cv.Skip(rec.Seq) || !sel.Match(seg, &rec) {
-				continue
-			}
-			c.Add(hdr, si.Area, si.Name, &rec)
-		}
+		c.AddBlock(hdr, si.Area, si.Name, b, inspect.Keep(si, hdr, cv, sel))
 		return nil
 	}, func(error) {})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkErrorGroups: the error groups page over errcorpus written 40
-// times (491,200 records, 6 hours each, in segments of 20,000 records),
+// times (491,200 records in 40 segments, one per six hours),
 // read cold (a new console: every segment read and counted) and warm (the
 // same console again: the segments' counts kept, merged).
 //

@@ -125,6 +125,17 @@ func (c *Counter) Add(h *segment.Header, area sink.Area, name string, rec *segme
 	g.add(rec.Time, 1)
 }
 
+// AddBlock counts the records of b, a block of the segment h heads, named
+// name in area, for which keep (nil: every record) is true.
+func (c *Counter) AddBlock(h *segment.Header, area sink.Area, name string, b *segment.Block, keep func(*segment.Record) bool) {
+	for i := range b.Len() {
+		rec := b.Record(i)
+		if keep == nil || keep(&rec) {
+			c.Add(h, area, name, &rec)
+		}
+	}
+}
+
 // group returns the group of sig, created when new: Other past MaxGroups.
 func (c *Counter) group(sig string) *Group {
 	if g := c.groups[sig]; g != nil {

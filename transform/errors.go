@@ -3,8 +3,8 @@ package transform
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/dlqdump/dlqdump/internal/exprerr"
 )
 
 // ErrJQ means a jq program does not compile. CompileJQ's errors are an
@@ -25,12 +25,7 @@ func (e *Error) Error() string {
 	if e.Pos < 0 {
 		return fmt.Sprintf("%v: %s", ErrJQ, e.Msg)
 	}
-	part := " (the end)"
-	if e.Pos < len(e.Expr) {
-		end := min(max(e.End, e.Pos+1), len(e.Expr))
-		part = fmt.Sprintf(" (%q)", e.Expr[e.Pos:end])
-	}
-	return fmt.Sprintf("%v: at column %d%s: %s", ErrJQ, e.Column(), part, e.Msg)
+	return fmt.Sprintf("%v: at column %d (%s): %s", ErrJQ, e.Column(), exprerr.Part(e.Expr, e.Pos, e.End), e.Msg)
 }
 
 // Unwrap returns ErrJQ.
@@ -42,7 +37,7 @@ func (e *Error) Column() int {
 	if e.Pos < 0 {
 		return 0
 	}
-	return utf8.RuneCountInString(e.Expr[:min(e.Pos, len(e.Expr))]) + 1
+	return exprerr.Column(e.Expr, e.Pos)
 }
 
 // Caret returns the program on one line and a line marking the wrong part
@@ -51,12 +46,5 @@ func (e *Error) Caret() string {
 	if e.Pos < 0 {
 		return ""
 	}
-	line := strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, e.Expr)
-	n := max(1, utf8.RuneCountInString(e.Expr[min(e.Pos, len(e.Expr)):min(max(e.End, e.Pos), len(e.Expr))]))
-	return line + "\n" + strings.Repeat(" ", e.Column()-1) + strings.Repeat("^", n)
+	return exprerr.Caret(e.Expr, e.Pos, e.End)
 }

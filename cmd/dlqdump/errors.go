@@ -122,14 +122,7 @@ func (a *app) countErrors(l *location, infos []sink.Info, sel *selection.Selecti
 		seg := errgroups.New(o)
 		hurt := false
 		_, err := a.walk(l, si, walkOpts{Done: cv, Select: sel}, func(hdr *segment.Header, b *segment.Block) error {
-			sg := inspect.SegmentOf(si, hdr)
-			for i := range b.Len() {
-				rec := b.Record(i)
-				if cv.Skip(rec.Seq) || !sel.Match(sg, &rec) {
-					continue
-				}
-				seg.Add(hdr, si.Area, si.Name, &rec)
-			}
+			seg.AddBlock(hdr, si.Area, si.Name, b, inspect.Keep(si, hdr, cv, sel))
 			return nil
 		}, func(err error) {
 			hurt = true
