@@ -55,8 +55,8 @@ func restoreKillerChild() int {
 		opts.Where = dlqdump.Headers{k: v}
 	}
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{
-		Reader:  &fs.Reader{Directory: os.Getenv("DLQDUMP_DIR")},
-		Decoder: poisonDecoder{},
+		Reader:          &fs.Reader{Directory: os.Getenv("DLQDUMP_DIR")},
+		Decoder:         poisonDecoder{},
 		Queue:           dst,
 		Lease:           150 * time.Millisecond,
 		DeliverEnvelope: envelope,
