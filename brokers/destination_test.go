@@ -48,7 +48,7 @@ type carrier struct {
 	h    dlqdump.Headers
 }
 
-func (c *carrier) DLQHeaders() dlqdump.Headers      { return c.h }
+func (c *carrier) DLQHeaders() dlqdump.Headers     { return c.h }
 func (c *carrier) SetDLQHeaders(h dlqdump.Headers) { c.h = h }
 func (c *carrier) MarshalBinary() ([]byte, error)  { return []byte(c.body), nil }
 

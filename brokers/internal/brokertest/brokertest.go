@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -294,4 +295,23 @@ func (k *Kafka) CreateTopic(topic string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.c.CreateTopic(topic, 1, nil)
+}
+
+// ReadAll returns every record of topic (of one partition) up to its end
+// offset when called.
+func (k *Kafka) ReadAll(ctx context.Context, topic string) ([]Msg, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr()))
+	if err != nil {
+		return nil, err
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	cl.Close()
+	if err != nil {
+		return nil, err
+	}
+	end, ok := ends.Lookup(topic, 0)
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("brokertest: end offset of %s: %v", topic, end.Err)
+	}
+	return k.ReadTopic(ctx, topic, int(end.Offset))
 }
