@@ -212,8 +212,13 @@ func TestKilledRestorerIntoBroker(t *testing.T) {
 			if c.dedup && len(msgs) != n {
 				t.Fatalf("the stream holds %d messages for %d records: JetStream did not deduplicate by the record ID", len(msgs), n)
 			}
-			if !c.dedup && len(msgs) != n+twice {
-				t.Fatalf("the topic holds %d records, want %d delivered plus %d twice", len(msgs), n, twice)
+			// At the broker: the records acknowledged twice, and those
+			// in flight at a kill that the broker stored without the
+			// restorer hearing of it (at most Concurrency-1 per kill).
+			extra := len(msgs) - n
+			t.Logf("the broker holds %d messages: %d more than records", len(msgs), extra)
+			if !c.dedup && (extra < twice || extra > bound) {
+				t.Fatalf("the topic holds %d records for %d: %d more, want from %d (acknowledged twice) to %d (one block per kill)", len(msgs), n, extra, twice, bound)
 			}
 		})
 	}
