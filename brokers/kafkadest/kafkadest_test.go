@@ -12,7 +12,6 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/brokers/internal/brokertest"
 	"github.com/dlqdump/dlqdump/brokers/kafkadest"
-	"github.com/dlqdump/dlqdump/destination"
 )
 
 func TestParseURL(t *testing.T) {
@@ -49,16 +48,6 @@ func startKafka(t *testing.T, topics ...string) *brokertest.Kafka {
 	return k
 }
 
-func open(t *testing.T, url string) destination.Destination {
-	t.Helper()
-	d, err := destination.Open(t.Context(), url, &destination.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
-}
-
 func read(t *testing.T, k *brokertest.Kafka, topic string, n int) []brokertest.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -81,7 +70,7 @@ func TestRestoreIntoKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := open(t, "kafka://"+k.Addr()+"/redrive")
+	d := brokertest.Open(t, "kafka://"+k.Addr()+"/redrive")
 	rep, err := brokertest.Restore(dir, d, 8)
 	if err != nil || rep.Delivered != n {
 		t.Fatalf("Run: %v; %+v", err, rep)
@@ -121,7 +110,7 @@ func TestKafkaUnavailable(t *testing.T) {
 			} else {
 				k.Stop()
 			}
-			d := open(t, "kafka://"+k.Addr()+"/"+topic)
+			d := brokertest.Open(t, "kafka://"+k.Addr()+"/"+topic)
 			rep, err := brokertest.Restore(dir, d, 1)
 			if !errors.Is(err, dlqdump.ErrUnavailable) || rep.Delivered != 0 || rep.Quarantined != 0 {
 				t.Fatalf("Run while unavailable: %v; %+v; want ErrUnavailable, nothing delivered or quarantined", err, rep)
@@ -156,7 +145,7 @@ func TestKafkaRefusesTooLarge(t *testing.T) {
 	if err := brokertest.Dump(dir, 3, 0, dlqdump.Headers{"pad": strings.Repeat("x", 1100_000)}); err != nil {
 		t.Fatal(err)
 	}
-	d := open(t, "kafka://"+k.Addr()+"/redrive")
+	d := brokertest.Open(t, "kafka://"+k.Addr()+"/redrive")
 	rep, err := brokertest.Restore(dir, d, 1)
 	if err != nil || rep.Quarantined != 3 || rep.Delivered != 0 {
 		t.Fatalf("Run: %v; %+v; want the 3 records quarantined", err, rep)

@@ -10,7 +10,6 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/brokers/internal/brokertest"
 	"github.com/dlqdump/dlqdump/brokers/natsdest"
-	"github.com/dlqdump/dlqdump/destination"
 )
 
 func TestParseURL(t *testing.T) {
@@ -54,17 +53,6 @@ func startNATS(t *testing.T, maxMsgSize int32) *brokertest.NATS {
 	return srv
 }
 
-// open opens the destination through the registry, as the CLI does.
-func open(t *testing.T, url string) destination.Destination {
-	t.Helper()
-	d, err := destination.Open(t.Context(), url, &destination.Options{Timeout: 5e9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
-}
-
 func TestRestoreIntoJetStream(t *testing.T) {
 	srv := startNATS(t, 0)
 	dir := t.TempDir()
@@ -76,7 +64,7 @@ func TestRestoreIntoJetStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := open(t, srv.URL()+"/orders.redrive")
+	d := brokertest.Open(t, srv.URL()+"/orders.redrive")
 	rep, err := brokertest.Restore(dir, d, 8)
 	if err != nil || rep.Delivered != n {
 		t.Fatalf("Run: %v; %+v", err, rep)
@@ -139,7 +127,7 @@ func TestJetStreamUnavailable(t *testing.T) {
 			if err := brokertest.Dump(dir, n, 0, nil); err != nil {
 				t.Fatal(err)
 			}
-			d := open(t, srv.URL()+"/"+subject)
+			d := brokertest.Open(t, srv.URL()+"/"+subject)
 			c.outage(srv)
 			rep, err := brokertest.Restore(dir, d, 4)
 			if !errors.Is(err, dlqdump.ErrUnavailable) || rep.Delivered != 0 || rep.Quarantined != 0 {
@@ -171,7 +159,7 @@ func TestJetStreamRefusesTooLarge(t *testing.T) {
 	if err := brokertest.Dump(dir, 10, 0, dlqdump.Headers{"pad": strings.Repeat("x", 600)}); err != nil {
 		t.Fatal(err)
 	}
-	d := open(t, srv.URL()+"/orders.redrive")
+	d := brokertest.Open(t, srv.URL()+"/orders.redrive")
 	rep, err := brokertest.Restore(dir, d, 1)
 	if err != nil || rep.Quarantined != 10 || rep.Delivered != 0 {
 		t.Fatalf("Run: %v; %+v; want the 10 records quarantined", err, rep)

@@ -34,7 +34,7 @@ func TestTraceContextIntoJetStream(t *testing.T) {
 	}
 	exp.Reset()
 
-	d := open(t, srv.URL()+"/orders.redrive")
+	d := brokertest.Open(t, srv.URL()+"/orders.redrive")
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},
 		Queue: d, DeliverEnvelope: true, TracerProvider: tp})
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/destination"
 	"github.com/dlqdump/dlqdump/fs"
 )
 
@@ -52,4 +54,16 @@ func RestoreUntilAvailable(dir string, dest interface{ Enqueue(any) error }, con
 		time.Sleep(50 * time.Millisecond)
 	}
 	return sum, fmt.Errorf("brokertest: the destination was unavailable for 600 passes")
+}
+
+// Open opens the destination of url through package destination's
+// registry, as the CLI does, with a 5s timeout; it is closed when t ends.
+func Open(t testing.TB, url string) destination.Destination {
+	t.Helper()
+	d, err := destination.Open(context.Background(), url, &destination.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
 }
