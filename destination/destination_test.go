@@ -40,5 +40,7 @@ func TestRegistry(t *testing.T) {
 			t.Fatal("a second Register of a scheme did not panic")
 		}
 	}()
-	destination.Register(destination.Scheme{Name: "test", Open: func(context.Context, *url.URL, *destination.Options) (destination.Destination, error) { return nil, nil }})
+	destination.Register(destination.Scheme{Name: "test", Open: func(context.Context, *url.URL, *destination.Options) (destination.Destination, error) {
+		return nil, nil
+	}})
 }
