@@ -21,8 +21,8 @@ import (
 // The message's UUID is the record's ID, headers[dlqdump.HeaderRecordID]:
 // the same every time the record is delivered. An item delivered without
 // that header (a bare item: a Restorer without DeliverEnvelope) gets a new
-// random UUID, which no broker can deduplicate by; Destination counts none
-// of this, so configure DeliverEnvelope.
+// random UUID each time, which no broker can deduplicate by: configure
+// DeliverEnvelope.
 func Message(x any) (*message.Message, error) {
 	item := x
 	var h dlqdump.Headers
