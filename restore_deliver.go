@@ -233,8 +233,12 @@ func (e *refusedError) Unwrap() error { return e.err }
 // there after MaxAttempts stops the pass instead of setting the record
 // aside. It is called from the window's goroutines too: it changes nothing
 // of g but through *retried.
-func (g *segRun) deliver(ctx, waits context.Context, item any, retried *uint64, paced bool) error {
+func (g *segRun) deliver(ctx, waits context.Context, item any, retried *uint64, paced bool) (err error) {
 	r := g.r
+	if r.c.tracer != nil { // Config.TracerProvider (trace.go)
+		before, end := *retried, r.traceReplay(ctx, item)
+		defer func() { end(err, *retried-before) }()
+	}
 	for attempt := 1; ; attempt++ {
 		if !paced || attempt > 1 {
 			if err := ctx.Err(); err != nil {

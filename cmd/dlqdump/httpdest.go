@@ -218,10 +218,14 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// headerName returns the request header carrying a record header: X-Dlq-
-// followed by the key, characters not allowed in a header name replaced by
-// "-", in canonical form (X-Dlq-Reason).
+// headerName returns the request header carrying a record header: the W3C
+// traceparent and tracestate as they are, any other as X-Dlq- followed by
+// the key, characters not allowed in a header name replaced by "-", in
+// canonical form (X-Dlq-Reason).
 func headerName(k string) string {
+	if k == dlqdump.HeaderTraceParent || k == dlqdump.HeaderTraceState {
+		return k // W3C Trace Context's own headers, for the endpoint's tracing to continue
+	}
 	b := []byte(k)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {

@@ -102,6 +102,15 @@ with the error. With --dry-run, the first --sample records it changes or
 refuses are shown as a unified diff of their JSON, before and after. A
 program that does not compile is refused naming the column.
 
+With --to nats://HOST:PORT/SUBJECT or --to kafka://HOST:PORT/TOPIC (in the
+dlqdump built by the brokers module: cd brokers && go run ./cmd/build-dlqdump),
+each record is published to NATS JetStream or Kafka, its payload as the
+message's, its headers as the message's headers and its record ID as the
+message ID; the broker's acknowledgement is a delivery. A broker that is
+down, unreachable, times out, or has no stream or topic for the subject is
+unavailable, retried and then stops the restore as above (exit status 5); a
+message the broker refuses for its size is quarantined (exit status 4).
+
 --rate caps deliveries per second. --limit N stops after N records were
 delivered or quarantined: at most N are offered to the destination. --dry-run reads everything and prints
 what would be delivered, by reason, changing nothing. Segments of any data
@@ -130,13 +139,13 @@ restored.`,
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (default: JSON lines on stdout)")
+	fl.StringVar(&f.to, "to", "", "deliver each record to this URL: "+strings.Join(destForms(), ", ")+" (default: JSON lines on stdout)")
 	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable, before the restore stops (--to)")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once (--to)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "deliveries in flight at once: POSTs or publishes (--to)")
 	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
 	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
-	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request, or of a publish and its acknowledgement (--to)")
 	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads (--to)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "count what would be delivered, by reason; change nothing")
 	fl.BoolVar(&f.archive, "archive", false, "move restored segments to the archive area instead of deleting them")
@@ -181,8 +190,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	}
 	var target *url.URL
 	if f.to != "" {
-		if target, err = url.Parse(f.to); err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-			return usageErrorf("--to %q: want an http:// or https:// URL", f.to)
+		if target, err = parseTo(fmt.Sprintf("--to %q", f.to), f.to); err != nil {
+			return err
 		}
 	}
 	l, err := a.open(loc, true)
@@ -217,8 +226,16 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	var dest interface{ Enqueue(any) error }
 	var hd *httpDest
 	var sd *stdoutDest
+	var bd *schemeDest // a broker's (destscheme.go)
 	concurrency := 1
-	if target != nil {
+	if target != nil && !isHTTP(target) {
+		if bd, err = openSchemeDest(runCtx, a.soft, target, f, a); err != nil {
+			return err
+		}
+		defer bd.d.Close()
+		dest = bd
+		concurrency = f.concurrency
+	} else if target != nil {
 		hd = newHTTPDest(runCtx, a.soft, target.String(), f)
 		dest = hd
 		concurrency = f.concurrency
@@ -284,6 +301,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		bar = a.newProgress("restoring", total, false)
 		if hd != nil {
 			hd.bar = bar
+		} else if bd != nil {
+			bd.bar = bar
 		} else {
 			sd.bar = bar
 		}
