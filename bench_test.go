@@ -79,26 +79,33 @@ func BenchmarkEnqueue(b *testing.B) {
 // sink into a destination that accepts everything, with the default
 // configuration, and reports the peak heap in use beyond the start
 // (peak-heap-MiB).
+// dumpGenEvents dumps n of gen's realistic events into a new directory in
+// segments of 16 MiB, with codec, and returns it and the events' bytes.
+func dumpGenEvents(b *testing.B, n int, codec dlqdump.Codec) (dir string, size int64) {
+	b.Helper()
+	pool := gen.New(1).Events(1<<14, 256)
+	dir = b.TempDir()
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 16 * dlqdump.Megabyte, Codec: codec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		p := pool[i%len(pool)]
+		size += int64(len(p))
+		if err := q.Enqueue(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := q.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return dir, size
+}
+
 func BenchmarkRestore(b *testing.B) {
 	for _, codec := range []dlqdump.Codec{dlqdump.Zstd, dlqdump.S2} {
 		b.Run(codec.String(), func(b *testing.B) {
-			pool := gen.New(1).Events(1<<14, 256)
-			dir := b.TempDir()
-			q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 16 * dlqdump.Megabyte, Codec: codec})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var size int64
-			for i := range b.N {
-				p := pool[i%len(pool)]
-				size += int64(len(p))
-				if err := q.Enqueue(p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := q.Close(); err != nil {
-				b.Fatal(err)
-			}
+			dir, size := dumpGenEvents(b, b.N, codec)
 			var n atomic.Int64
 			r, err := dlqdump.NewRestorer(&dlqdump.Config{
 				Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/koykov/queue"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dlqdump/dlqdump/encoder"
 	"github.com/dlqdump/dlqdump/segment"
@@ -218,8 +219,23 @@ type Config struct {
 	MaxReplays int
 	// DeliverEnvelope makes the Restorer enqueue *Envelope{Item, Headers}
 	// instead of the bare item, so the destination's worker sees the
-	// headers and a Queue dumping it again keeps them. Default false.
+	// headers and a Queue dumping it again keeps them. The headers hold
+	// the record's ID in HeaderRecordID: the same on every delivery of
+	// the record (a crash's re-delivery, after cp, mv, rewrap and a
+	// release), a key a destination deduplicates by (an adapter uses it
+	// as the message ID). Default false.
 	DeliverEnvelope bool
+	// TracerProvider, when set, makes the delivery of every record an
+	// OpenTelemetry span ("dlqdump.replay", of kind producer), a child of
+	// the context given to Run, linked to the span that dead-lettered the
+	// record (its HeaderTraceParent, see WithTrace), ending with the
+	// delivery's outcome. The destination receives the replay span's
+	// context in HeaderTraceParent and HeaderTraceState instead of the
+	// original's (with DeliverEnvelope, or in a HeaderCarrier's headers),
+	// so a consumer continuing it continues the replay. Default nil: no
+	// spans, and no cost (the global TracerProvider is not used); the
+	// headers are delivered as they were dumped.
+	TracerProvider trace.TracerProvider
 	// VersionPolicy says what to do with a segment whose Version differs
 	// from Config.Version and is not accepted by VersionCompatible.
 	// Default VersionQuarantine.
@@ -359,6 +375,7 @@ func (w Window) loc() *time.Location {
 type restorerConfig struct {
 	Config
 	rater    interface{ Rate() float32 }
+	tracer   trace.Tracer         // from TracerProvider; nil: no spans
 	keys     segment.KeyUnwrapper // from Encryption.Identities
 	maxBlock int                  // the largest raw block read
 }
@@ -469,6 +486,9 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		r.Owner = fmt.Sprintf("%s-%d-%08x", host, os.Getpid(), rand.Uint32())
 	}
 	r.rater, _ = c.Queue.(interface{ Rate() float32 })
+	if c.TracerProvider != nil {
+		r.tracer = c.TracerProvider.Tracer(tracerName)
+	}
 	r.keys = c.Encryption.keyring()
 	return r, nil
 }

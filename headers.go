@@ -39,7 +39,10 @@ type Envelope struct {
 // Queue.Enqueue stores DLQHeaders beside the item; a Restorer that restores
 // such an item (as decoded by Config.Decoder) calls SetDLQHeaders with the
 // headers it was stored with, so replay counts survive a round trip through a
-// destination queue whose DLQ is the dump again.
+// destination queue whose DLQ is the dump again. Those headers hold the
+// record's ID in HeaderRecordID, the same on every delivery of the record:
+// a destination may drop what it has seen (see RecordID). A Queue dumping
+// the item again drops that header: a new dead letter gets a new ID.
 type HeaderCarrier interface {
 	DLQHeaders() Headers
 	SetDLQHeaders(Headers)

@@ -40,6 +40,17 @@ type MetricsWriter interface {
 	Source(ready, claimed, quarantined int, oldest time.Duration)
 }
 
+// ErrorMetricsWriter is a MetricsWriter that also counts the records a
+// Queue dumps by their error (metrics/prometheus's Writer, by error group).
+// A Queue whose MetricsWriter implements it calls DumpError with the
+// HeaderError value of every record it dumps that has one, from the
+// goroutines that compress its blocks (when a block is cut, not on the
+// callers' goroutines).
+type ErrorMetricsWriter interface {
+	MetricsWriter
+	DumpError(msg string)
+}
+
 // Flush reasons passed to MetricsWriter.Flush.
 const (
 	FlushSize     = "size"     // the segment reached Config.Capacity

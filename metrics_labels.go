@@ -23,5 +23,6 @@ var FailReasons = []string{
 // MaxReplays times ("replays"), and whole segments of another Version
 // ("version"), damaged ("damaged"), whose progress cannot be trusted
 // ("progress"), not encrypted under RequireEncrypted ("unencrypted") or
-// holding a block larger than Config.MaxRecordSize allows ("too_large").
-var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large"}
+// holding a block larger than Config.MaxRecordSize allows ("too_large"),
+// and records a RunOptions.Transform refused ("transform").
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large", "transform"}

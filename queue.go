@@ -488,6 +488,9 @@ func (q *Queue) compressLoop(comp *segment.Compressor) {
 				if !q.c.NoSummary {
 					b.eb.Summarize(&b.bb) // here too, off the callers' goroutines
 				}
+				if ew, ok := q.mw.(ErrorMetricsWriter); ok {
+					b.bb.HeaderValues(HeaderError, func(v []byte) { ew.DumpError(string(v)) })
+				}
 			}
 			q.mu.Lock()
 			b.compressed = true

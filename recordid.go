@@ -18,8 +18,13 @@ type RecordID = segment.RecordID
 
 // HeaderRecordID is the header holding a record's ID in a segment it was
 // copied into at another sequence number (the Restorer's side segments, a
-// salvaged copy). The Queue does not store it: Enqueue drops it from the
-// headers it is given, since a dead letter dumped again is a new record.
+// salvaged copy), and in the headers of every record a Restorer delivers
+// (a HeaderCarrier's, an Envelope's with Config.DeliverEnvelope): the
+// contract a destination deduplicates by. dlqdump restore --to sends it as
+// the Idempotency-Key request header; destination adapters (Watermill,
+// NATS, Kafka) use Envelope.Headers[HeaderRecordID] as the message ID.
+// The Queue does not store it: Enqueue drops it from the headers it is
+// given, since a dead letter dumped again is a new record.
 const HeaderRecordID = segment.RecordIDHeader
 
 // ParseRecordID parses the String form of a RecordID; an error names what

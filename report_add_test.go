@@ -20,6 +20,7 @@ func TestReportAddSumsEveryField(t *testing.T) {
 		}
 	}
 	o.ByReason = map[string]uint64{"x": 1}
+	o.Changes = []Change{{Err: "x"}}
 	var rep Report
 	rep.add(&o)
 	rep.add(&o)
@@ -36,6 +37,10 @@ func TestReportAddSumsEveryField(t *testing.T) {
 				t.Errorf("Report.%s: %d after adding %d twice", name, f.Uint(), i+1)
 			}
 		case reflect.Map:
+		case reflect.Slice:
+			if f.Len() != 2 {
+				t.Errorf("Report.%s: %d elements after adding 1 twice", name, f.Len())
+			}
 		default:
 			t.Errorf("Report.%s: a %s, which this test does not know how to add", name, f.Kind())
 		}

@@ -29,14 +29,23 @@ func (g *segRun) record(rec *segment.Record) error {
 	if r.c.MaxReplays >= 0 && replays >= r.c.MaxReplays {
 		return g.settle(rec, outcome{kind: setAside, label: "replays", reason: fmt.Sprintf("replayed %d times, MaxReplays is %d", replays, r.c.MaxReplays)})
 	}
-	item, err := r.c.Decoder.Decode(rec.Payload)
+	payload, decodeErr := rec.Payload, "decode: "
+	var rp *Replay
+	if g.opts.Transform != nil {
+		var o *outcome
+		if rp, o = g.transform(rec); o != nil {
+			return g.settle(rec, *o)
+		}
+		payload, decodeErr = rp.Payload, "decode (after the transform): "
+	}
+	item, err := r.c.Decoder.Decode(payload)
 	if err != nil {
-		return g.settle(rec, outcome{kind: setAside, label: "decode", reason: "decode: " + err.Error()})
+		return g.settle(rec, outcome{kind: setAside, label: "decode", reason: decodeErr + err.Error()})
 	}
 	if g.dry {
 		return g.settle(rec, outcome{kind: delivered})
 	}
-	item = r.withHeaders(item, rec, replays)
+	item = r.withHeaders(item, &g.hdr, rec, rp, replays)
 	if g.win != nil {
 		if err := g.pace(g.waits); err != nil {
 			return g.cutShort(err)
@@ -189,18 +198,27 @@ func replaysOf(rec *segment.Record) int {
 	return n
 }
 
-// withHeaders gives the item the record's headers, the replay count raised,
-// when the item carries headers or envelopes are delivered.
-func (r *Restorer) withHeaders(item any, rec *segment.Record, replays int) any {
+// withHeaders gives the item the record's headers (those the Transform
+// returned, rp, when there is one), the replay count raised and the
+// record's ID in HeaderRecordID, when the item carries headers or envelopes
+// are delivered.
+func (r *Restorer) withHeaders(item any, hdr *segment.Header, rec *segment.Record, rp *Replay, replays int) any {
 	carrier, isCarrier := item.(HeaderCarrier)
 	if !isCarrier && !r.c.DeliverEnvelope {
 		return item
 	}
-	h := Headers(rec.Headers.Map())
-	if h == nil {
-		h = Headers{}
+	var h Headers
+	var id RecordID
+	if rp != nil {
+		h, id = rp.Headers, rp.ID
+	} else {
+		h, id = Headers(rec.Headers.Map()), hdr.RecordID(rec)
+		if h == nil {
+			h = Headers{}
+		}
 	}
 	h[HeaderReplays] = strconv.Itoa(replays + 1)
+	h[HeaderRecordID] = id.String()
 	if isCarrier {
 		carrier.SetDLQHeaders(h)
 	}
@@ -235,8 +253,12 @@ func (e *refusedError) Unwrap() error { return e.err }
 // there after MaxAttempts stops the pass instead of setting the record
 // aside. It is called from the window's goroutines too: it changes nothing
 // of g but through *retried.
-func (g *segRun) deliver(ctx, waits context.Context, item any, retried *uint64, paced bool) error {
+func (g *segRun) deliver(ctx, waits context.Context, item any, retried *uint64, paced bool) (err error) {
 	r := g.r
+	if r.c.tracer != nil { // Config.TracerProvider (trace.go)
+		before, end := *retried, r.traceReplay(ctx, item)
+		defer func() { end(err, *retried-before) }()
+	}
 	for attempt := 1; ; attempt++ {
 		if !paced || attempt > 1 {
 			if err := ctx.Err(); err != nil {

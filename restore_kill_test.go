@@ -25,15 +25,20 @@ func init() {
 // restoreKillerChild makes one pass over DLQDUMP_DIR into a destination that
 // prints every item it accepts and SIGKILLs the process right after
 // accepting the DLQDUMP_KILL_AT-th one (0: never). DLQDUMP_WHERE=k=v filters
-// the pass.
+// the pass. With DLQDUMP_ENVELOPE set, records are delivered as Envelopes
+// and printed as ID|ITEM.
 func restoreKillerChild() int {
 	killAt, _ := strconv.Atoi(os.Getenv("DLQDUMP_KILL_AT"))
+	envelope := os.Getenv("DLQDUMP_ENVELOPE") != ""
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	n := 0
 	dst := queueFunc(func(x any) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if env, ok := x.(*dlqdump.Envelope); ok {
+			x = env.Headers[dlqdump.HeaderRecordID] + "|" + env.Item.(string)
+		}
 		out.WriteString(x.(string) + "\n")
 		if err := out.Flush(); err != nil {
 			return err
@@ -50,10 +55,11 @@ func restoreKillerChild() int {
 		opts.Where = dlqdump.Headers{k: v}
 	}
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{
-		Reader:  &fs.Reader{Directory: os.Getenv("DLQDUMP_DIR")},
-		Decoder: poisonDecoder{},
-		Queue:   dst,
-		Lease:   150 * time.Millisecond,
+		Reader:          &fs.Reader{Directory: os.Getenv("DLQDUMP_DIR")},
+		Decoder:         poisonDecoder{},
+		Queue:           dst,
+		Lease:           150 * time.Millisecond,
+		DeliverEnvelope: envelope,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,11 +81,12 @@ func restoreKillerChild() int {
 }
 
 // runKiller runs restoreKillerChild and returns what it delivered.
-func runKiller(t *testing.T, dir string, killAt int, where string) []string {
+func runKiller(t *testing.T, dir string, killAt int, where string, env ...string) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=restore-killer", "DLQDUMP_DIR="+dir,
 		"DLQDUMP_KILL_AT="+strconv.Itoa(killAt), "DLQDUMP_WHERE="+where)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	b, err := cmd.Output()
 	killed := false

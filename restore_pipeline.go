@@ -491,6 +491,7 @@ func (rep *Report) add(o *Report) {
 	for k, v := range o.ByReason {
 		rep.ByReason[k] += v
 	}
+	rep.Changes = append(rep.Changes, o.Changes...)
 }
 
 // seenPage is how many names a look at the ready segments ahead lists: one

@@ -139,7 +139,19 @@ type RunOptions struct {
 	// over the quarantine notes there the segments it released, so that
 	// whoever takes it over finishes them. Default nil.
 	OnRelease func(name string) error
+	// Transform, when set, changes every record the pass delivers on its
+	// way to the destination (see Transform: a Go function, or a jq
+	// program of package transform); a record it refuses is quarantined
+	// with its error, the stored original unchanged. A dry run runs it
+	// too, counting the records it would refuse ("quarantine: transform"
+	// in Report.ByReason). Default nil: records are delivered as stored.
+	Transform Transform
+	// Sample is how many records a dry run with a Transform keeps in
+	// Report.Changes, before and after (the first it changes or refuses).
+	// Default 0: none.
+	Sample int
 
+	sampled *atomic.Int64        // the Changes kept by the pass's segments
 	sel     *selection.Selection // Since, Until, Where and Select
 	stopAt  time.Time            // the background window closes
 	after   func()               // at the end of the pass
@@ -165,6 +177,10 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 	case o.Rate > 0:
 		o.limiter = rate.NewLimiter(rate.Limit(o.Rate), max(1, int(o.Rate/100)))
 	}
+	if o.Sample < 0 {
+		return fmt.Errorf("%w: RunOptions.Sample: %d is negative", ErrConfig, o.Sample)
+	}
+	o.sampled = new(atomic.Int64)
 	if o.Area != AreaReady && o.Area != AreaQuarantine {
 		return fmt.Errorf("%w: RunOptions.Area: %s: want ready or quarantine", ErrConfig, o.Area)
 	}
@@ -310,6 +326,9 @@ type Report struct {
 	// absent); in a dry run, the records that would be delivered, and
 	// "quarantine: ..." entries for those that would be quarantined.
 	ByReason map[string]uint64
+	// Changes holds, in a dry run with a Transform, the first
+	// RunOptions.Sample records it changed or refused, before and after.
+	Changes []Change
 }
 
 // errStop ends a pass early without error: limit reached, window closed or

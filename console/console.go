@@ -102,6 +102,7 @@ type Handler struct {
 	reasons *quarReasons
 	scans   chan struct{} // one token per search running
 	rates   *jobRates
+	groups  *errGroups // the error groups page (errors.go)
 }
 
 // cacheSegments bounds the segments whose summaries and counts the console
@@ -128,7 +129,7 @@ func New(opts *Options) (*Handler, error) {
 		o.SearchBudget = time.Second
 	}
 	h := &Handler{o: o, rd: o.Reader, jobs: o.Jobs, log: o.Logger.With(slog.String("component", "dlqdump.console")),
-		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), plans: newPlans(), reasons: newLRU[map[string]uint64](cacheSegments)}
+		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), plans: newPlans(), reasons: newLRU[map[string]uint64](cacheSegments), groups: newErrGroups()}
 	if h.jobs == nil {
 		if st, err := jobs.Open(o.Reader); err == nil {
 			h.jobs = st
@@ -192,6 +193,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/records", h.handleRecords)
 	m.HandleFunc("GET /api/record", h.handleRecord)
 	m.HandleFunc("GET /api/count", h.handleCount)
+	m.HandleFunc("GET /api/errors", h.handleErrors)
+	m.HandleFunc("GET /api/preview", h.handlePreview)
 	m.HandleFunc("GET /api/jobs", h.handleJobs)
 	m.HandleFunc("POST /api/jobs", h.change(h.handleCreateJob))
 	m.HandleFunc("POST /api/jobs/{id}/{verb}", h.change(h.handleControlJob))

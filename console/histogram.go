@@ -11,6 +11,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/signature"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -116,8 +117,13 @@ func (h *Handler) count(ctx context.Context, si sink.Info, cv *inspect.Claim) (*
 			seen(rec.Time, 1)
 			for d, key := range dimHeaders {
 				v, ok := rec.Headers.Get(key)
-				if !ok {
+				switch {
+				case !ok:
 					v = "(none)"
+				case d == dimError:
+					// By error group: a message carrying its
+					// milliseconds is one value, not thousands.
+					v = signature.Of(v)
 				}
 				add(d, shorten(v), rec.Time, 1)
 			}

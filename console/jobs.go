@@ -174,6 +174,7 @@ type createJob struct {
 	Until       time.Time         `json:"until"`
 	Where       map[string]string `json:"where"`
 	Select      string            `json:"select"` // an expression (docs/SELECT.md)
+	JQ          string            `json:"jq"`     // a jq program (package transform)
 	Segments    []string          `json:"segments"`
 	Limit       uint64            `json:"limit"`
 	Destination string            `json:"destination"`
@@ -197,6 +198,9 @@ func describe(s *jobs.Spec) string {
 	}
 	if s.Select != "" {
 		fmt.Fprintf(&b, " that match %s", s.Select)
+	}
+	if s.JQ != "" {
+		fmt.Fprintf(&b, " through jq %s", s.JQ)
 	}
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
@@ -231,7 +235,7 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select,
+	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select, JQ: c.JQ,
 		Segments: c.Segments, Limit: c.Limit, Destination: c.Destination}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()

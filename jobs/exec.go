@@ -224,6 +224,7 @@ func (x *execution) estimate() {
 	spec := x.job.Spec
 	dry, _ := spec.runOptions() // checked when the pass started
 	dry.DryRun = true
+	dry.Transform = nil // it moves records between delivered and quarantined: the count is the same
 	if spec.Limit > 0 {
 		dry.Limit = spec.Limit
 	}

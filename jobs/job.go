@@ -13,6 +13,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
+	"github.com/dlqdump/dlqdump/transform"
 )
 
 // State is where a job is in its life.
@@ -80,6 +81,14 @@ type Spec struct {
 	// prints it, its relative times (now-2h) made absolute then. Default
 	// "": every record.
 	Select string `json:"select,omitempty"`
+	// JQ changes every record on its way to the destination: a jq
+	// program (package transform: it sees {"id", "time", "headers",
+	// "payload"} and returns it changed). A record it fails on is
+	// quarantined with the error; the stored record never changes. Create
+	// refuses one that does not compile, with the error naming the
+	// column, and the job keeps it as given. Default "": records are
+	// delivered as stored.
+	JQ string `json:"jq,omitempty"`
 	// Segments restricts the job to these segments. Default: all.
 	Segments []string `json:"segments,omitempty"`
 	// Limit ends the job once this many records were delivered or
@@ -258,6 +267,11 @@ func (s *Spec) validate(now time.Time) error {
 		}
 		s.Select = sel.String()
 	}
+	if s.JQ != "" {
+		if _, err := transform.CompileJQ(s.JQ, nil); err != nil {
+			return fmt.Errorf("%w: job JQ: %w", dlqdump.ErrConfig, err)
+		}
+	}
 	for _, n := range s.Segments {
 		if n == "" || strings.ContainsAny(n, `/\`) {
 			return bad("Segments", "%q is not a segment name", n)
@@ -316,7 +330,7 @@ func (s *Spec) due(t time.Time) time.Time {
 // equal reports whether two specs ask for the same job.
 func (s *Spec) equal(o *Spec) bool {
 	return s.ID == o.ID && s.At.Equal(o.At) && slices.Equal(s.Windows, o.Windows) && s.TimeZone == o.TimeZone &&
-		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select &&
+		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select && s.JQ == o.JQ &&
 		slices.Equal(s.Segments, o.Segments) && s.Limit == o.Limit && s.Rate == o.Rate &&
 		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts && s.FailAfter == o.FailAfter
 }
@@ -336,6 +350,13 @@ func (s *Spec) runOptions() (dlqdump.RunOptions, error) {
 			return o, fmt.Errorf("%w: job Select: %w", dlqdump.ErrConfig, err)
 		}
 		o.Select = sel
+	}
+	if s.JQ != "" {
+		jq, err := transform.CompileJQ(s.JQ, nil)
+		if err != nil {
+			return o, fmt.Errorf("%w: job JQ: %w", dlqdump.ErrConfig, err)
+		}
+		o.Transform = jq.Transform
 	}
 	return o, nil
 }

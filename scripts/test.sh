@@ -4,9 +4,11 @@
 # promtool through scripts/promtool.sh, --no-install-recommends, apt's output
 # shown only if apt fails), starts a
 # local S3 server, runs vet, gofmt and every test with the race detector,
-# checks and unit-tests the alerting rules with promtool and the dashboard's
-# expressions (monitoring/, a module of its own), then the short reliability
-# loop and the benchmark smoke run, and stops the server.
+# tests the broker destinations (brokers/, a module of its own, against
+# nats-server and kfake in process), checks and unit-tests the alerting
+# rules with promtool and the dashboard's expressions (monitoring/, a module
+# of its own), then the short reliability loop and the benchmark smoke run,
+# and stops the server.
 #
 #   ./scripts/test.sh
 set -euo pipefail
@@ -32,6 +34,7 @@ eval "$(./scripts/versitygw.sh start)"
 phase "go vet"
 go vet ./...
 (cd bench && go vet ./...)
+(cd brokers && go vet ./...)
 
 phase "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -42,6 +45,9 @@ fi
 
 phase "go test -race"
 go test -race -count=1 -timeout 25m ./...
+
+phase "destinations into brokers (brokers/: nats-server and kfake in process)"
+(cd brokers && go test -race -count=1 -timeout 15m ./...)
 
 phase "alerting rules and dashboard (monitoring/)"
 ./scripts/promtool.sh check
@@ -54,5 +60,6 @@ phase "benchmark smoke run"
 (cd bench && go run . -smoke -out "$(mktemp -d)")
 (cd bench && go run ./designs -n 20000 -rounds 1 >/dev/null && go run ./designs -restore -n 20000 -rounds 1 >/dev/null)
 go run ./cmd/dlqdump-bench all -n 200000 -latency-duration 500ms
+(cd brokers && go run ./cmd/dlqdump-bench-dests -n 2000 -rounds 1 >/dev/null)
 
 echo "== all passed in $((SECONDS / 60))m$((SECONDS % 60))s"

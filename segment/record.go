@@ -187,6 +187,28 @@ func RecordSize(bodyLen int) int {
 // Len returns the raw size of the block so far.
 func (b *BlockBuilder) Len() int { return len(b.raw) }
 
+// HeaderValues calls fn with the value of header key of each record added
+// that has it, in order. The value is only valid during the call.
+func (b *BlockBuilder) HeaderValues(key string, fn func(value []byte)) {
+	raw := b.raw
+	for range b.count {
+		p, rest, err := parseRecord(raw)
+		if err != nil {
+			return // cannot be: the raw bytes are Add's
+		}
+		raw = rest
+		hb := p.hdr
+		for range p.nh {
+			k, v, r := nextHeader(hb)
+			hb = r
+			if string(k) == key {
+				fn(v)
+				break
+			}
+		}
+	}
+}
+
 // Count returns the number of records added.
 func (b *BlockBuilder) Count() int { return int(b.count) }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/signature"
 )
 
 // Selections built without an expression, for the fields and flags that
@@ -23,6 +24,13 @@ func Where(headers map[string]string) *Selection {
 		xs = append(xs, &atom{field: fHeader, key: k, op: opEq, vals: []string{headers[k]}})
 	}
 	return fromNodes(xs)
+}
+
+// Like selects the records whose header key has value's error signature
+// (package signature): "KEY like VALUE", what replaying an error group
+// selects.
+func Like(key, value string) *Selection {
+	return fromNodes([]node{&atom{field: fHeader, key: key, op: opLike, vals: []string{signature.Of(value)}}})
 }
 
 // TimeRange selects the records that entered the dump in [since, until);

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/signature"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -174,6 +175,12 @@ func (s *Selection) compileAtom(a *atom) matcher {
 			return func(_ *Segment, r *segment.Record) bool {
 				v, ok := r.Headers.Lookup(key)
 				return ok && bytes.Contains(v, text)
+			}
+		case opLike:
+			sig := a.vals[0]
+			return func(_ *Segment, r *segment.Record) bool {
+				v, ok := r.Headers.Lookup(key)
+				return ok && signature.Of(string(v)) == sig
 			}
 		}
 		vals := a.vals

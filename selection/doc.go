@@ -19,6 +19,7 @@
 //	and     = unary { ["and"] unary }          (juxtaposition is "and")
 //	unary   = "not" unary | "(" expr ")" | "has" field | compare
 //	compare = field op value | field ["not"] "in" "(" value { "," value } ")"
+//	        | field ["not"] "like" value
 //	field   = "time" | "id" | "area" | "segment" | "payload"
 //	        | "header." key | key | "$" json-path
 //	op      = "=" | "!=" | "<" | "<=" | ">" | ">=" | "~" | "!~"
@@ -36,7 +37,8 @@
 //	area     =, !=, in                      ready, quarantine or archive
 //	segment  =, !=, in                      its segment's name
 //	payload  ~, !~                          its payload contains the bytes
-//	header   =, !=, in, ~, !~, has          a header's value
+//	header   =, !=, in, ~, !~, like, has    a header's value (like: its error
+//	                                        signature, package signature)
 //	$path    =, !=, in, ~, !~, has          the value at a JSON path
 //
 // A record without the header (or without a value at the path) does not

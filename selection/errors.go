@@ -3,8 +3,8 @@ package selection
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/dlqdump/dlqdump/internal/exprerr"
 )
 
 // ErrSelection means an expression does not parse. Parse's errors are an
@@ -22,31 +22,15 @@ type Error struct {
 // Error returns "dlqdump: bad selection: at column N (TEXT): MSG", the
 // column counted in characters from 1.
 func (e *Error) Error() string {
-	part := ""
-	if e.Pos < len(e.Expr) {
-		end := min(max(e.End, e.Pos+1), len(e.Expr))
-		part = fmt.Sprintf(" (%q)", e.Expr[e.Pos:end])
-	} else {
-		part = " (the end)"
-	}
-	return fmt.Sprintf("%v: at column %d%s: %s", ErrSelection, e.Column(), part, e.Msg)
+	return fmt.Sprintf("%v: at column %d (%s): %s", ErrSelection, e.Column(), exprerr.Part(e.Expr, e.Pos, e.End), e.Msg)
 }
 
 // Unwrap returns ErrSelection.
 func (e *Error) Unwrap() error { return ErrSelection }
 
 // Column returns the column of Pos, counted in characters from 1.
-func (e *Error) Column() int { return utf8.RuneCountInString(e.Expr[:min(e.Pos, len(e.Expr))]) + 1 }
+func (e *Error) Column() int { return exprerr.Column(e.Expr, e.Pos) }
 
 // Caret returns the expression on one line and a line marking the wrong
 // part with carets, for a terminal.
-func (e *Error) Caret() string {
-	line := strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, e.Expr)
-	n := max(1, utf8.RuneCountInString(e.Expr[min(e.Pos, len(e.Expr)):min(max(e.End, e.Pos), len(e.Expr))]))
-	return line + "\n" + strings.Repeat(" ", e.Column()-1) + strings.Repeat("^", n)
-}
+func (e *Error) Caret() string { return exprerr.Caret(e.Expr, e.Pos, e.End) }

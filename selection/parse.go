@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/signature"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -31,7 +32,7 @@ type (
 		key   string    // fHeader
 		path  *JSONPath // fJSON
 		op    op
-		vals  []string           // opEq (one or more: in), opContains (one)
+		vals  []string           // opEq (one or more: in), opContains (one), opLike (one signature)
 		t     time.Time          // opLt, opLe, opGt, opGe
 		ids   []segment.RecordID // fID
 		areas []sink.Area        // fArea
@@ -63,6 +64,7 @@ type op uint8
 const (
 	opEq       op = iota // = and in (vals)
 	opContains           // ~
+	opLike               // like: the same error signature (package signature)
 	opHas                // has
 	opLt
 	opLe
@@ -449,12 +451,12 @@ func (p *parser) compare() (node, error) {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
-		if !p.isWord("in") {
-			return nil, p.fail(p.tok, "want in after %s not", ft.text)
+		if !p.isWord("in") && !p.isWord("like") {
+			return nil, p.fail(p.tok, "want in or like after %s not", ft.text)
 		}
-		neg, ops = true, "in"
-	case p.isWord("in"):
-		ops = "in"
+		neg, ops = true, p.tok.text
+	case p.isWord("in"), p.isWord("like"):
+		ops = p.tok.text
 	case p.tok.kind == tOp:
 		ops = p.tok.text
 	default:
@@ -509,6 +511,9 @@ func (p *parser) compare() (node, error) {
 		a.op, neg = opEq, true
 	case "~":
 		a.op = opContains
+	case "like":
+		a.op = opLike
+		vals[0].val = signature.Of(vals[0].val)
 	case "!~":
 		a.op, neg = opContains, true
 	case "<":
@@ -607,8 +612,10 @@ func (f field) ops() string {
 		return "=, !=, in"
 	case fPayload:
 		return "~, !~"
+	case fJSON:
+		return "=, !=, in, ~, !~"
 	}
-	return "=, !=, in, ~, !~"
+	return "=, !=, in, ~, !~, like"
 }
 
 // timeLayouts are the absolute times a selection takes, UTC unless they

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/signature"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -221,6 +222,11 @@ func (a *atom) segment(seg *Segment, dec bool) verdict {
 			if !present || exact && !slices.ContainsFunc(vals, func(v string) bool { return strings.Contains(v, a.vals[0]) }) {
 				return vNo
 			}
+		case opLike:
+			vals, exact, present := sum.Values(a.key)
+			if !present || exact && !slices.ContainsFunc(vals, func(v string) bool { return signature.Of(v) == a.vals[0] }) {
+				return vNo
+			}
 		default:
 			if !slices.ContainsFunc(a.vals, func(v string) bool { return sum.MayHave(a.key, v) }) {
 				return vNo
@@ -268,6 +274,11 @@ func (a *atom) block(seg *Segment, i int, dec bool) verdict {
 			return maybeNo(sum.BlockMayHaveKey(i, a.key))
 		case opContains:
 			return a.segment(seg, dec)
+		case opLike:
+			if a.segment(seg, dec) == vNo {
+				return vNo
+			}
+			return maybeNo(sum.BlockMayHaveKey(i, a.key))
 		}
 		return maybeNo(slices.ContainsFunc(a.vals, func(v string) bool { return sum.BlockMayHave(i, a.key, v) }))
 	case fPayload:

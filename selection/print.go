@@ -92,6 +92,13 @@ func printAtom(a *atom, neg bool) string {
 		}
 		return f + " " + op + " " + vals[0]
 	}
+	if a.op == opLike {
+		op := "like"
+		if neg {
+			op = "not like"
+		}
+		return f + " " + op + " " + vals[0]
+	}
 	if len(vals) == 1 {
 		op := "="
 		if neg {
@@ -150,8 +157,11 @@ func quote(v string) string {
 	if plainWord(v) && !reserved(v) {
 		return v
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // <num> reads as it is
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // Explain describes the selection for people: its expression, what each
@@ -201,6 +211,9 @@ func (s *Selection) explainPart(n node) string {
 	case fHeader:
 		if a.op == opContains {
 			return "a header's value contains the text: segments whose summary lists that header's values, none containing it, are skipped"
+		}
+		if a.op == opLike {
+			return "a header's error signature: segments whose summary lists that header's values, none of that signature, and blocks without the header are skipped"
 		}
 		return "a header's value: segments and blocks whose summary rules the value out are skipped"
 	case fPayload:

@@ -25,7 +25,8 @@ const maxRetryAfter = time.Minute
 const maxConcurrency = 256
 
 // httpDest POSTs each restored record to a URL: the payload as the body,
-// the headers as X-Dlq-KEY request headers. Only a 2xx answer to that POST
+// the headers as X-Dlq-KEY request headers, the record's ID (its
+// dlqdump.HeaderRecordID) also as Idempotency-Key. Only a 2xx answer to that POST
 // is a delivery: redirects are not followed (a client following a 301, 302
 // or 303 re-sends a GET without the body, and its 200 would count a record
 // nobody received), a 3xx answer is a refusal naming its Location.
@@ -158,6 +159,11 @@ func (d *httpDest) post(payload []byte, headers map[string]string) (retry bool, 
 	for k, v := range headers {
 		req.Header.Add(headerName(k), headerValue(v))
 	}
+	if id := headers[dlqdump.HeaderRecordID]; id != "" {
+		// The record's ID, the same on every delivery of it: the
+		// endpoint drops what it has seen (a crash re-delivers a block).
+		req.Header.Set("Idempotency-Key", id)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		// Connection refused or reset, timeouts, TLS handshake failures:
@@ -212,10 +218,14 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// headerName returns the request header carrying a record header: X-Dlq-
-// followed by the key, characters not allowed in a header name replaced by
-// "-", in canonical form (X-Dlq-Reason).
+// headerName returns the request header carrying a record header: the W3C
+// traceparent and tracestate as they are, any other as X-Dlq- followed by
+// the key, characters not allowed in a header name replaced by "-", in
+// canonical form (X-Dlq-Reason).
 func headerName(k string) string {
+	if k == dlqdump.HeaderTraceParent || k == dlqdump.HeaderTraceState {
+		return k // W3C Trace Context's own headers, for the endpoint's tracing to continue
+	}
 	b := []byte(k)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {

@@ -59,6 +59,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 		rate                   float64
 		asJSON                 bool
 		ff                     filterFlags
+		jq                     jqFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create LOCATION",
@@ -66,7 +67,8 @@ func newJobCreateCmd(a *app) *cobra.Command {
 		Example: `  dlqdump job create /var/lib/app/dlq --where reason=failed --rate 200 --at 2026-11-28T03:00:00Z
   dlqdump job create s3://dead-letters/orders/ --id redrive-incident-42 --since 2h --dest orders --json
   dlqdump job create /var/lib/app/dlq --area quarantine --window 01:00-05:00 --tz Europe/Berlin
-  dlqdump job create /var/lib/app/dlq --select 'payload ~ "ord-0777777"' --dest orders`,
+  dlqdump job create /var/lib/app/dlq --select 'payload ~ "ord-0777777"' --dest orders
+  dlqdump job create /var/lib/app/dlq --select 'error like "missing currency"' --jq '.payload.currency //= "EUR"'`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			now := time.Now()
@@ -74,8 +76,11 @@ func newJobCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := jq.compile(); err != nil {
+				return err
+			}
 			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where, Select: flt.expr.String(),
-				Limit: limit, Rate: rate, Destination: dest, Area: area}
+				JQ: jq.expr, Limit: limit, Rate: rate, Destination: dest, Area: area}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
@@ -115,6 +120,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 	fl.StringVar(&ff.until, "until", "", "only records that entered the dump before this time (same forms as --since)")
 	fl.StringArrayVar(&ff.where, "where", nil, "only records whose header KEY has VALUE, as KEY=VALUE (repeatable: all must match)")
 	fl.StringVar(&ff.sel, "select", "", `only the records this expression selects (docs/SELECT.md), e.g. '$.order.id = "ord-7"'; relative times (now-2h) are fixed when the job is created`)
+	jq.register(fl, false)
 	return cmd
 }
 
@@ -256,6 +262,9 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	}
 	dest := j.Spec.Destination
 	t.add("destination", fmt.Sprintf("%q", dest))
+	if j.Spec.JQ != "" {
+		t.add("jq", j.Spec.JQ)
+	}
 	if w := a.waiting(st, j); w != "" {
 		t.add("waiting", w)
 	}
@@ -396,7 +405,9 @@ func newJobRunCmd(a *app) *cobra.Command {
 to --to as restore --to does, until SIGINT or SIGTERM, which stops each job at
 the record being delivered and hands it over: pending again, due at once, for
 any runner. Jobs whose destination is "" (the default) are taken, and those
-named by --dest. Every job's start, end, pause, cancel, hand-over and failure
+named by --dest (--dest NAME=URL delivers those into URL instead: an
+http:// or https:// endpoint, or, in the dlqdump built by the brokers module,
+nats://HOST:PORT/SUBJECT or kafka://HOST:PORT/TOPIC as for restore). Every job's start, end, pause, cancel, hand-over and failure
 is logged on stderr with its counts.`,
 		Example: `  dlqdump job run /var/lib/app/dlq --to http://orders.internal:8080/redrive
   dlqdump job run s3://dead-letters/orders/ --to http://localhost:8080/in --dest orders --owner replica-2`,
@@ -406,16 +417,16 @@ is logged on stderr with its counts.`,
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (required)")
+	fl.StringVar(&f.to, "to", "", "deliver each record to this URL: "+strings.Join(destForms(), ", ")+" (required)")
 	fl.StringVar(&owner, "owner", "", "the runner's label in jobs and logs (default: host, process and a random number)")
-	fl.StringArrayVar(&dests, "dest", nil, "serve jobs of this destination name too (repeatable)")
+	fl.StringArrayVar(&dests, "dest", nil, "serve jobs of this destination name too, into --to, or NAME=URL: into URL (repeatable)")
 	fl.IntVar(&concurrency, "jobs", 4, "jobs run at once")
 	durationVar(fl, &poll, "poll", 500*time.Millisecond, "list the due jobs this often: on S3 a request each time (a job created now, or handed over by a runner that stopped, starts within it; on a directory an idle runner notices new jobs within 20 ms anyway)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once, per job")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "deliveries in flight at once, per job: POSTs or publishes")
 	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts")
 	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts")
-	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request, or of a publish and its acknowledgement")
 	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads")
 	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on jobs and segments, renewed every third of it")
 	_ = fl.MarkHidden("lease")
@@ -435,8 +446,13 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 	case f.lease < time.Second:
 		return usageErrorf("--lease %s: want at least 1s", f.lease)
 	}
-	if !strings.HasPrefix(f.to, "http://") && !strings.HasPrefix(f.to, "https://") {
-		return usageErrorf("--to %q: want an http:// or https:// URL", f.to)
+	target, err := parseTo(fmt.Sprintf("--to %q", f.to), f.to)
+	if err != nil {
+		return err
+	}
+	named, err := parseNamedDests(dests, target)
+	if err != nil {
+		return err
 	}
 	l, err := a.open(loc, true)
 	if err != nil {
@@ -453,14 +469,21 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 	if owner == "" {
 		owner = cliOwner()
 	}
+	open := newJobDests(a, f)
+	defer open.close()
 	var restorers []*dlqdump.Restorer
 	for range n {
-		hd := &jobDest{mk: func() *httpDest { return newHTTPDest(a.ctx, a.soft, f.to, f) }}
-		named := map[string]queue.Enqueuer{}
-		for _, d := range dests {
-			named[d] = hd
+		hd, err := open.dest(target)
+		if err != nil {
+			return err
 		}
-		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: hd, Destinations: named,
+		dests := map[string]queue.Enqueuer{}
+		for name, u := range named {
+			if dests[name], err = open.dest(u); err != nil {
+				return err
+			}
+		}
+		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: hd, Destinations: dests,
 			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(),
 			Owner: owner, VersionCompatible: func(_, _ dlqdump.Version) bool { return true }, Encryption: &dlqdump.Encryption{Identities: ids}})
 		if err != nil {

@@ -39,6 +39,7 @@ type restoreFlags struct {
 	version     string
 	lease       time.Duration
 	ff          filterFlags
+	jq          jqFlags
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -54,9 +55,9 @@ in their segment, which is not rewritten: its claim record says which of
 its records are delivered, and the next pass reads only the others.
 
 Without --to, each record is written to stdout as one JSON object and line:
-  {"headers":{"reason":"failed","replays":"1"},"payload":"{\"id\":1}"}
+  {"headers":{"reason":"failed","record-id":"019a3f2c7d1e5b8a90c4d2e1-0","replays":"1"},"payload":"{\"id\":1}"}
 (payload_base64 as for cat; the headers are those delivered: "replays" is
-raised by one on every restore). A record counts as delivered once written,
+raised by one on every restore, "record-id" is the record's ID). A record counts as delivered once written,
 and its segment is deleted once done, as with --to: to look at records and
 keep them, use dlqdump cat. On a terminal, restore says so and asks first
 (and does not start without an answer); redirected to a file or a pipe, it
@@ -66,7 +67,10 @@ With --to URL, each record is POSTed to URL, its payload as the body
 (Content-Type from --content-type) and each header as an X-Dlq-KEY request
 header (X-Dlq-Reason, X-Dlq-Source, X-Dlq-Replays, ...; characters of KEY
 other than letters, digits and "-" become "-"; values that are not printable
-ASCII are RFC 2047 encoded). A 2xx answer is a delivery. --concurrency
+ASCII are RFC 2047 encoded), and the record's ID as Idempotency-Key (and
+X-Dlq-Record-Id): the same on every delivery of the record, after a crash,
+cp, mv, rewrap or a release, so the endpoint can drop what it has seen. A
+2xx answer is a delivery. --concurrency
 POSTs are in flight at once; the checkpoint only passes records whose
 predecessors were all delivered, so an interrupted or stopped restore
 resumes at the first record not known to be delivered: after an interrupt,
@@ -88,6 +92,25 @@ to deliver, nothing is quarantined, and the exit status is 5. Run the same
 command again once the endpoint is back. An endpoint that answers 5xx to one
 record only stops every restore at that record: look at it with dlqdump cat.
 
+--jq PROGRAM changes each record on its way (a jq program, gojq): it sees
+{"id":..., "time":..., "headers":{...}, "payload":...} (the payload's JSON
+value, or its text, or its base64 with "payload_base64": true) and returns
+it changed, e.g. '.payload.email |= ascii_downcase' or
+'.headers.error = null'. The stored record never changes; a record the
+program fails on (error("why"), no result, a type error) is quarantined
+with the error. With --dry-run, the first --sample records it changes or
+refuses are shown as a unified diff of their JSON, before and after. A
+program that does not compile is refused naming the column.
+
+With --to nats://HOST:PORT/SUBJECT or --to kafka://HOST:PORT/TOPIC (in the
+dlqdump built by the brokers module: cd brokers && go run ./cmd/build-dlqdump),
+each record is published to NATS JetStream or Kafka, its payload as the
+message's, its headers as the message's headers and its record ID as the
+message ID; the broker's acknowledgement is a delivery. A broker that is
+down, unreachable, times out, or has no stream or topic for the subject is
+unavailable, retried and then stops the restore as above (exit status 5); a
+message the broker refuses for its size is quarantined (exit status 4).
+
 --rate caps deliveries per second. --limit N stops after N records were
 delivered or quarantined: at most N are offered to the destination. --dry-run reads everything and prints
 what would be delivered, by reason, changing nothing. Segments of any data
@@ -108,20 +131,21 @@ restored.`,
 		Example: `  dlqdump restore /var/lib/app/dlq --dry-run
   dlqdump restore /var/lib/app/dlq --to http://orders.internal:8080/redrive --rate 200
   dlqdump restore /var/lib/app/dlq --where reason=failed --since 24h --to http://localhost:8080/in
-  dlqdump restore s3://dead-letters/orders/ --limit 100 > redriven.jsonl`,
+  dlqdump restore s3://dead-letters/orders/ --limit 100 > redriven.jsonl
+  dlqdump restore /var/lib/app/dlq --select 'error ~ "missing currency"' --jq '.payload.currency //= "EUR"' --dry-run`,
 		Args: argsRange(1, -1, "LOCATION [SEGMENT...]"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return a.restore(args[0], args[1:], &f)
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.to, "to", "", "POST each record to this http:// or https:// URL (default: JSON lines on stdout)")
+	fl.StringVar(&f.to, "to", "", "deliver each record to this URL: "+strings.Join(destForms(), ", ")+" (default: JSON lines on stdout)")
 	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable, before the restore stops (--to)")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once (--to)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "deliveries in flight at once: POSTs or publishes (--to)")
 	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts (--to)")
 	durationVar(fl, &f.retryMax, "retry-max", 10*time.Second, "largest backoff bound between attempts (--to)")
-	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request (--to)")
+	durationVar(fl, &f.timeout, "timeout", 30*time.Second, "time limit of one HTTP request, or of a publish and its acknowledgement (--to)")
 	fl.StringVar(&f.contentType, "content-type", "application/octet-stream", "Content-Type of the POSTed payloads (--to)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "count what would be delivered, by reason; change nothing")
 	fl.BoolVar(&f.archive, "archive", false, "move restored segments to the archive area instead of deleting them")
@@ -129,6 +153,7 @@ restored.`,
 	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each segment, renewed every third of it")
 	_ = fl.MarkHidden("lease")
 	f.ff.register(fl)
+	f.jq.register(fl, true)
 	return cmd
 }
 
@@ -159,10 +184,14 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 			return usageErrorf("--version %q: want 1 to 4 dot-separated numbers, e.g. 1.2", f.version)
 		}
 	}
+	jq, err := f.jq.compile()
+	if err != nil {
+		return err
+	}
 	var target *url.URL
 	if f.to != "" {
-		if target, err = url.Parse(f.to); err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-			return usageErrorf("--to %q: want an http:// or https:// URL", f.to)
+		if target, err = parseTo(fmt.Sprintf("--to %q", f.to), f.to); err != nil {
+			return err
 		}
 	}
 	l, err := a.open(loc, true)
@@ -197,8 +226,16 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	var dest interface{ Enqueue(any) error }
 	var hd *httpDest
 	var sd *stdoutDest
+	var bd *schemeDest // a broker's (destscheme.go)
 	concurrency := 1
-	if target != nil {
+	if target != nil && !isHTTP(target) {
+		if bd, err = openSchemeDest(runCtx, a.soft, target, f, a); err != nil {
+			return err
+		}
+		defer bd.d.Close()
+		dest = bd
+		concurrency = f.concurrency
+	} else if target != nil {
 		hd = newHTTPDest(runCtx, a.soft, target.String(), f)
 		dest = hd
 		concurrency = f.concurrency
@@ -250,6 +287,12 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	}()
 	opts := runOptions(flt)
 	opts.DryRun = f.dryRun
+	if jq != nil {
+		opts.Transform = jq.Transform
+		if f.dryRun {
+			opts.Sample = f.jq.sample
+		}
+	}
 	if len(names) > 0 {
 		opts.Segments = names
 	}
@@ -258,6 +301,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		bar = a.newProgress("restoring", total, false)
 		if hd != nil {
 			hd.bar = bar
+		} else if bd != nil {
+			bd.bar = bar
 		} else {
 			sd.bar = bar
 		}
@@ -280,6 +325,9 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	if f.dryRun {
 		if err := a.printDryRun(l, &rep); err != nil {
 			return err
+		}
+		if jq != nil {
+			printChanges(a.stdout, &rep, f.jq.sample)
 		}
 		return withCode(exitError, runErr)
 	}

@@ -212,6 +212,7 @@ with informational messages.
 	root.AddCommand(
 		newLsCmd(a),
 		newStatCmd(a),
+		newErrorsCmd(a),
 		newCatCmd(a),
 		newVerifyCmd(a),
 		newRestoreCmd(a),

@@ -373,6 +373,7 @@ async function newJob() {
   for (const r of S.runners) for (const d of r.destinations || []) if (d && !seen.has(d)) { seen.add(d); dl.append(el('option', {value: d})); }
   $('job-count').textContent = 'Counting the records it selects…';
   countSelection(p);
+  if (typeof previewReset === 'function') previewReset(p); // repair.js
   const d = $('job-dialog');
   d.returnValue = '';
   d.showModal();
@@ -380,11 +381,14 @@ async function newJob() {
     if (d.returnValue !== 'ok') return;
     const spec = {area: p.get('area'), rate: Number($('job-rate').value) || 0, limit: Number($('job-limit').value) || 0, destination: $('job-dest').value.trim()};
     if (sel) spec.select = sel;
+    const jq = $('job-jq').value.trim();
+    if (jq) spec.jq = jq;
     const at = $('job-at').value;
     if (at) spec.at = new Date(at).toISOString();
     const lines = ['The job restores ' + selectionText(spec.area, sel) + (spec.limit ? ' (at most ' + fmtNum(spec.limit) + ')' : '') + '.',
       'Velocity: ' + (spec.rate ? spec.rate + ' records per second' : "the runner's own pace") + '. Destination: ' + (spec.destination || "the runner's default") + '.',
       'Starts: ' + (spec.at ? fmtTime(spec.at) : 'now') + ', on a runner that serves the destination (dlqdump job run, or a program\'s jobs.Runner).',
+      spec.jq ? 'Each record goes through the jq program ' + spec.jq + ' on its way; a record it fails on is quarantined with the error. The stored records do not change.' : 'Records are delivered as stored.',
       $('job-count').textContent];
     if (!await confirmAction('Start a restore job?', lines)) return;
     try {

@@ -287,6 +287,14 @@ func SegmentOf(si sink.Info, hdr *segment.Header) *selection.Segment {
 	return &selection.Segment{Area: si.Area, Name: si.Name, Header: hdr}
 }
 
+// Keep returns whether a record of segment si (header hdr) is one a
+// reader counts: its restore progress cv (nil: none) did not handle it,
+// and sel selects it.
+func Keep(si sink.Info, hdr *segment.Header, cv *Claim, sel *selection.Selection) func(*segment.Record) bool {
+	seg := SegmentOf(si, hdr)
+	return func(rec *segment.Record) bool { return !cv.Skip(rec.Seq) && sel.Match(seg, rec) }
+}
+
 // countLost counts the records of a damaged block in st, when the footer
 // ft (nil when unsealed) tells how many it held.
 func countLost(st *WalkStats, ft *segment.Footer, err error) {

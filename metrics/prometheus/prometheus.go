@@ -32,6 +32,8 @@
 //	dlqdump_claimed_segments                    gauge     ready segments held by a live claim
 //	dlqdump_quarantined_segments                gauge     segments in quarantine
 //	dlqdump_oldest_ready_record_age_seconds     gauge     age of the oldest ready record
+//	dlqdump_dumped_error_groups_total{group}    counter   records dumped by error signature: the first
+//	                                                      n groups and (other), with WithErrorGroups(n)
 //
 // Dump is called once per record and Restore once per block; they touch only pre-bound
 // counters and allocate nothing. The labelled counters keep their children
@@ -134,9 +136,11 @@ type Writer struct {
 	jobsEnded   *prom.CounterVec // by state
 	jobRecords  prom.Counter
 	jobLateness prom.Observer
+
+	errGroups *errorGroups // nil: WithErrorGroups(0)
 }
 
-var _ dlqdump.MetricsWriter = (*Writer)(nil)
+var _ dlqdump.ErrorMetricsWriter = (*Writer)(nil)
 
 // Option configures New.
 type Option func(*options)
@@ -144,6 +148,7 @@ type Option func(*options)
 type options struct {
 	buckets     []float64
 	constLabels prom.Labels
+	errorGroups int
 }
 
 // WithBuckets sets the buckets of dlqdump_flush_duration_seconds, in
@@ -254,6 +259,10 @@ func New(reg prom.Registerer, queue string, opts ...Option) (*Writer, error) {
 	}
 	for _, st := range []string{"pending", "paused", "completed", "failed", "cancelled"} {
 		w.jobsEnded.WithLabelValues(st)
+	}
+	if o.errorGroups > 0 {
+		w.errGroups = newErrorGroups(register(&r, prom.NewCounterVec(prom.CounterOpts{Name: MetricErrorGroups,
+			Help: "Records dumped, by the signature of their error header (at most a bounded number of groups; the others are (other)).", ConstLabels: cl}, []string{LabelGroup})), o.errorGroups)
 	}
 
 	if r.err != nil {
