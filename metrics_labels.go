@@ -24,4 +24,9 @@ var FailReasons = []string{
 // ("version"), damaged ("damaged"), whose progress cannot be trusted
 // ("progress"), not encrypted under RequireEncrypted ("unencrypted") or
 // holding a block larger than Config.MaxRecordSize allows ("too_large").
-var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large"}
+// A discard (RunOptions.Discard) is counted as DiscardLabel.
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large", DiscardLabel}
+
+// DiscardLabel is the MetricsWriter.Quarantine reason of records a person
+// discarded (RunOptions.Discard).
+const DiscardLabel = "discarded"

@@ -20,9 +20,11 @@ const (
 	ActionRelease   = "release"   // quarantined segments made ready again
 	ActionDiscard   = "discard"   // records set aside into the quarantine by a person
 	ActionReplay    = "replay"    // records delivered now, out of their turn
+	ActionRestore   = "restore"   // records delivered by dlqdump restore
+	ActionCopy      = "cp"        // segments copied in from another store
 	ActionPrune     = "prune"     // segments removed by a retention
 	ActionRewrap    = "rewrap"    // data keys wrapped for other recipients
-	ActionMove      = "mv"        // segments moved to another store
+	ActionMove      = "mv"        // segments moved to or from another store
 	ActionSummarize = "summarize" // segments given a summary
 )
 
