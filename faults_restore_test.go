@@ -16,8 +16,9 @@ func init() {
 // TestFaultsRestore enumerates the restore side's faults (see package
 // restorefaults): CI's sample of the fault points, in process (failing
 // without effect, taking effect and reporting failure) and in a child
-// process (killed before or after the call), and every fourth block
-// boundary cancelled. cmd/dlqdump-reliability (or
+// process (killed before or after the call), every fourth block boundary
+// cancelled, and, through restore jobs, requests interleaved with the
+// writes of the jobs' and segments' records. cmd/dlqdump-reliability (or
 // DLQDUMP_RESTORE_FAULTS_FULL=1) runs every point and every boundary. One
 // point alone:
 //
@@ -49,7 +50,11 @@ func TestFaultsRestore(t *testing.T) {
 		// last call of each operation, and no cancellations.
 		{restorefaults.S3Store(srv), restorefaults.Variant{}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
 		{dirs, restorefaults.Variant{Encrypted: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
-		{dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+		// Jobs: and each request (pause, cancel, a pause withdrawn)
+		// before the first and last write of a table and of a segment's
+		// record, with the call made as usual and with the runner
+		// paused there past its lease.
+		{dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
 	} {
 		t.Run(tc.store.Name()+"-"+tc.variant.String(), func(t *testing.T) {
 			sel := tc.sel

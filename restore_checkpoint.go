@@ -27,6 +27,9 @@ func (g *segRun) save(force bool) error {
 	if g.dry {
 		return nil
 	}
+	if err := g.checkpointing(); err != nil {
+		return err
+	}
 	p := g.marshal()
 	if !force && time.Since(g.lastSave) < g.r.c.CheckpointInterval {
 		g.keep.SetProgress(p)
@@ -52,6 +55,9 @@ func (g *segRun) stop(pos segment.Position, cause error) error {
 	}
 	if g.lost() {
 		return fmt.Errorf("%w: segment %s", ErrLeaseLost, g.name)
+	}
+	if err := g.checkpointing(); err != nil {
+		return errors.Join(cause, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), stopDeadline)
 	defer cancel()

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"golang.org/x/time/rate"
-
 	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/segment"
 )
@@ -18,6 +16,9 @@ import (
 // once every record before it was (see window).
 func (g *segRun) record(rec *segment.Record) error {
 	r := g.r
+	if err := g.stopped(); err != nil {
+		return err
+	}
 	if g.filtered && !g.selects(rec) {
 		return g.settle(rec, outcome{kind: skipped})
 	}
@@ -41,12 +42,15 @@ func (g *segRun) record(rec *segment.Record) error {
 	}
 	item = r.withHeaders(item, rec, replays)
 	if g.win != nil {
+		if err := g.pace(g.waits); err != nil {
+			return g.cutShort(err)
+		}
 		return g.win.deliver(rec, item)
 	}
 	var retried uint64
-	err = g.deliver(g.ctx, item, &retried)
+	err = g.deliver(g.ctx, g.waits, item, &retried, false)
 	g.rep.Retried += retried
-	return g.done(rec, deliveryOutcome(err))
+	return g.done(rec, deliveryOutcome(g.cutShort(err)))
 }
 
 // fate is what became of a record.
@@ -110,6 +114,7 @@ func (g *segRun) done(rec *segment.Record, o outcome) error {
 	if g.rescan {
 		g.cursor = rec.Seq + 1
 	}
+	g.tick()
 	if !g.saved().Full() {
 		return nil
 	}
@@ -205,26 +210,24 @@ func (e *refusedError) Error() string {
 func (e *refusedError) Unwrap() error { return e.err }
 
 // deliver enqueues item into the destination: waiting while its Rate is above
-// AllowRate, within RateLimit, retrying refusals with backoff and full jitter,
-// counting the retries in *retried. A refusal while ctx is being cancelled is
-// the cancellation, never a refusal: the record is not set aside. A refusal
-// wrapping ErrUnavailable that is still there after MaxAttempts stops the
-// pass instead of setting the record aside. It is called from the window's
-// goroutines too: it changes nothing of g but through *retried.
-func (g *segRun) deliver(ctx context.Context, item any, retried *uint64) error {
+// AllowRate, within RateLimit (pace, on waits: a stop cuts them short),
+// retrying refusals with backoff and full jitter, counting the retries in
+// *retried. With paced, its first attempt was paced already, and goes to
+// the destination whatever ctx says: the record was handed out. A refusal
+// while ctx is being cancelled is the cancellation, never a refusal: the
+// record is not set aside. A refusal wrapping ErrUnavailable that is still
+// there after MaxAttempts stops the pass instead of setting the record
+// aside. It is called from the window's goroutines too: it changes nothing
+// of g but through *retried.
+func (g *segRun) deliver(ctx, waits context.Context, item any, retried *uint64, paced bool) error {
 	r := g.r
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err // stopped: this record is the next to deliver
-		}
-		if err := g.waitRoom(ctx); err != nil {
-			return err
-		}
-		for _, l := range []*rate.Limiter{r.limiter, g.opts.limiter} {
-			if l != nil {
-				if err := l.Wait(ctx); err != nil {
-					return err
-				}
+		if !paced || attempt > 1 {
+			if err := ctx.Err(); err != nil {
+				return err // stopped: this record is the next to deliver
+			}
+			if err := g.pace(waits); err != nil {
+				return err
 			}
 		}
 		if err := g.keep.Hold(); err != nil {
@@ -246,7 +249,7 @@ func (g *segRun) deliver(ctx context.Context, item any, retried *uint64) error {
 		*retried++
 		r.retried.Add(1)
 		r.mw.Retry()
-		if err := backoff.Sleep(ctx, backoff.FullJitter(r.c.RetryBase, r.c.RetryMax, attempt)); err != nil {
+		if err := backoff.Sleep(waits, backoff.FullJitter(r.c.RetryBase, r.c.RetryMax, attempt)); err != nil {
 			return err
 		}
 	}

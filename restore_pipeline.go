@@ -154,12 +154,12 @@ var closedTurn = func() <-chan struct{} {
 }()
 
 // segmentsInFlight returns how many segments a pass with opts works on at
-// once: one for a dry run, for a pass with a Limit or an OnBlock (which
-// count what the segments before did) and for a pass over the quarantine
-// (which releases each segment into the ready area before its run),
-// Config.SegmentsInFlight otherwise.
+// once: one for a dry run, for a pass with a Limit, an OnBlock or an
+// OnProgress (which count what the segments before did) and for a pass
+// over the quarantine (which releases each segment into the ready area
+// before its run), Config.SegmentsInFlight otherwise.
 func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
-	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.Area == AreaQuarantine {
+	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.OnProgress != nil || opts.Area == AreaQuarantine {
 		return 1
 	}
 	return r.c.SegmentsInFlight

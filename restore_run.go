@@ -36,6 +36,11 @@ type segRun struct {
 	ctx   context.Context
 	keep  *claims.Keeper // nil in a dry run
 	ended bool           // the claim was released or finished
+	// waits is ctx, cancelled too by RunOptions.Stop: the waits for the
+	// destination's pace end on it (restore_stop.go).
+	waits  context.Context
+	halted error     // an OnProgress's error: the pass stops at the next record
+	ticked time.Time // OnProgress was last called between checkpoints
 
 	f     sink.File
 	sr    *segment.Reader
@@ -119,6 +124,13 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			g.win = newWindow(g, r.c.Concurrency)
 			defer g.win.close() // before release: no delivery outlives the run
 		}
+	}
+	g.waits = g.ctx
+	if opts.Stop != nil {
+		waits, cancel := context.WithCancelCause(g.ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(opts.Stop, func() { cancel(context.Cause(opts.Stop)) })()
+		g.waits = waits
 	}
 	g.lastSave = time.Now()
 	g.found = found
@@ -382,10 +394,12 @@ func (g *segRun) block(b *segment.Block) error {
 func (g *segRun) halt(seq uint64, err error) error {
 	if g.win != nil {
 		var re *recordError
-		if !errors.As(err, &re) && errors.Is(err, errStop) {
-			err = g.win.drain() // the deliveries before the limit end as they would
-			if err == nil {
-				err = errStop
+		var bs *blockStop
+		if !errors.As(err, &re) && (errors.Is(err, errStop) || errors.As(err, &bs)) {
+			// The deliveries before the limit, or the stop, end as
+			// they would.
+			if derr := g.win.drain(); derr != nil {
+				err = derr
 			}
 		}
 		if errors.As(err, &re) {
@@ -396,7 +410,8 @@ func (g *segRun) halt(seq uint64, err error) error {
 	if errors.Is(err, ErrUnavailable) {
 		err = fmt.Errorf("%w; stopped at segment %s record %d, its next to deliver", err, g.name, seq)
 	}
-	if errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil && !g.lost() {
+	var bs *blockStop
+	if errors.Is(err, errStop) || errors.As(err, &bs) || errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil && !g.lost() {
 		// Stop at this record: it is the next to handle.
 		return g.stop(segment.Position{Offset: g.blk.Info().Offset, Seq: seq}, err)
 	}

@@ -38,6 +38,9 @@ func (g *segRun) saveLast() error {
 	if g.dry {
 		return nil
 	}
+	if err := g.checkpointing(); err != nil {
+		return err
+	}
 	p := g.marshal()
 	var err error
 	if len(g.prog.Aside) == 0 && !g.untouched() {

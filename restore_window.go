@@ -116,7 +116,7 @@ func (w *window) slot(rec *segment.Record) *slot {
 func (w *window) loop() {
 	defer w.wg.Done()
 	for s := range w.jobs {
-		s.o = deliveryOutcome(w.g.deliver(w.ctx, s.item, &s.retried))
+		s.o = deliveryOutcome(w.g.deliver(w.ctx, w.ctx, s.item, &s.retried, true))
 		s.item = nil
 		s.done <- struct{}{}
 	}

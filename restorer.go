@@ -125,6 +125,34 @@ type RunOptions struct {
 	// it stopped), and Run returns it. A restore job records its
 	// progress, and learns that it is paused or cancelled, this way.
 	OnBlock func(Report) error
+	// Stop, when set, stops the pass at the next record once it is done:
+	// no record is offered to the destination after that, the waits for
+	// the destination's pace (Rate, Config.RateLimit, AllowRate, and,
+	// with Concurrency 1, a refused record's back-off) are cut short, the
+	// deliveries in flight end as they would (an Enqueue in progress is
+	// never interrupted, and is counted), the segment's progress is saved
+	// at the first record not delivered, and Run returns
+	// context.Cause(Stop). So a stop takes effect within a record at any
+	// pace and delivers nothing twice. A restore job is paused, cancelled
+	// or handed over this way. Default nil.
+	Stop context.Context
+	// OnProgress, when set, is called from the pass's goroutine with what
+	// the pass did so far: after a record once ProgressEvery passed since
+	// the last call (checkpoint false: an error stops the pass at the next
+	// record), and before each checkpoint of a segment's progress is
+	// handed to the store (checkpoint true: an error keeps that checkpoint
+	// from the store and stops the pass). Run returns the error. The
+	// Report's ByReason is the pass's own: read it within the call only.
+	// A restore job writes its counts there, before the segments'
+	// checkpoints, so that its record never says less than they do.
+	// Default nil.
+	OnProgress func(rep Report, checkpoint bool) error
+	// OnRelease, when set, is called with a quarantined segment's name
+	// before a pass over the quarantine releases it into the ready area;
+	// an error stops the pass before it, and Run returns it. A restore job
+	// over the quarantine notes there the segments it released, so that
+	// whoever takes it over finishes them. Default nil.
+	OnRelease func(name string) error
 
 	sel     *selection.Selection // Since, Until, Where and Select
 	stopAt  time.Time            // the background window closes
@@ -208,7 +236,12 @@ func (r *Restorer) passNames(ctx context.Context, opts *RunOptions) ([]string, e
 	return st.readyNames, nil
 }
 
-// blockStop is an error OnBlock returned: it stops the whole pass.
+// ProgressEvery is how often, at most, RunOptions.OnProgress is called
+// between checkpoints.
+const ProgressEvery = 100 * time.Millisecond
+
+// blockStop is an error OnBlock or OnProgress returned, or the cause of a
+// RunOptions.Stop: it stops the whole pass.
 type blockStop struct{ err error }
 
 func (e *blockStop) Error() string { return e.err.Error() }
@@ -414,7 +447,15 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		if !opts.wants(si) || opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 			continue
 		}
+		if opts.Stop != nil && opts.Stop.Err() != nil {
+			return pl.end(&rep), errors.Join(append(errs, context.Cause(opts.Stop))...)
+		}
 		if opts.Area == AreaQuarantine {
+			if opts.OnRelease != nil && !opts.DryRun {
+				if err := opts.OnRelease(si); err != nil {
+					return pl.end(&rep), errors.Join(append(errs, err)...)
+				}
+			}
 			if err := r.release(ctx, si, &opts); err != nil {
 				errs = append(errs, err)
 				continue

@@ -362,10 +362,10 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return j
 	}
-	// Pause: the runner stops at a block boundary and the job records what
+	// Pause: the runner stops at the next record and the job records what
 	// was delivered.
 	b.run("pause", chromedp.Click(`button[data-verb=pause]`))
-	b.confirm("Pause job "+job.ID, "next block boundary")
+	b.confirm("Pause job "+job.ID, "next record")
 	b.wait("paused on the page", `window.consoleState.jobs[0].state === 'paused' && document.querySelector('#job-body .state').textContent === 'paused'`)
 	paused := jobState()
 	got, byReason := d.count()

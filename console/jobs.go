@@ -27,9 +27,10 @@ type jobJSON struct {
 }
 
 // jobRates measures how fast running jobs deliver from successive reads of
-// their records: a job records its counts after every block with the time
-// it did (Job.Progressed, by its runner's clock), so the rate is the counts'
-// change over the runner's own times, over a window of up to rateWindow.
+// their records: a job records its counts at least twice a second with the
+// time it did (Job.Progressed, by its runner's clock), so the rate is the
+// counts' change over the runner's own times, over a window of up to
+// rateWindow.
 // The times the console read them would not do: a read just before a
 // block's write and one just after it see a block more than the time
 // between them delivered (a job at 200/s showed 238/s).
@@ -142,6 +143,9 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		ids[j.ID] = true
 		jj := jobJSON{Job: j, Rate: h.rates.observe(&j, now)}
+		if jj.Rate == 0 && j.State == jobs.Running {
+			jj.Rate = j.Velocity // as its runner measured it, until reads here span a second
+		}
 		if j.State == jobs.Running && j.Left > 0 {
 			rate := jj.Rate
 			if rate <= 0 {

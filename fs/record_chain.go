@@ -287,6 +287,15 @@ func (r *Reader) create(dir, base, name string, data []byte, lock, sync bool) (*
 		return nil, err
 	}
 	defer func() { _ = os.Remove(tmp) }()
+	// Locked while it is written: a listing removes a temporary file
+	// whose lock is free once it is staleTemp old (its writer was killed).
+	if ok, lerr := tryLock(f); lerr != nil || !ok {
+		_ = f.Close()
+		if lerr == nil {
+			lerr = fmt.Errorf("lock %s: held by another", tmp)
+		}
+		return nil, lerr
+	}
 	id := newID()
 	b := appendHeader(make([]byte, 0, current.base+slotHeaderSize+int64(len(data))), id)
 	if data != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -453,6 +454,9 @@ func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, er
 			return
 		}
 		for _, e := range entries {
+			if staleTempFile(dir, e) {
+				continue
+			}
 			n, ok := strings.CutSuffix(e.Name(), recordSuffix)
 			if !ok || !e.Type().IsRegular() || sp.check(n) != nil {
 				continue
@@ -462,4 +466,22 @@ func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, er
 			}
 		}
 	}
+}
+
+// staleTemp is how old a record's temporary file must be, its lock free,
+// for a listing to remove it: its writer was killed between making it and
+// linking it into place (a `dlqdump job create` killed there left one).
+var staleTemp = time.Minute
+
+// staleTempFile removes e, in dir, if it is a record's temporary file whose
+// writer is gone, and reports whether it was one.
+func staleTempFile(dir string, e os.DirEntry) bool {
+	n := e.Name()
+	if !strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".tmp") || !e.Type().IsRegular() {
+		return false
+	}
+	if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) >= staleTemp {
+		_, _ = removeIfStale(filepath.Join(dir, n))
+	}
+	return true
 }

@@ -2,8 +2,13 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"iter"
+	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -42,3 +47,32 @@ func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return t.r.recordNames(ctx, t.sp)
 }
+
+// Stamp returns the modification time of the table's directory, which a
+// record added or removed changes (sink.Stamper); "none" while there is no
+// directory, and "" while the time is within stampGrain of now: a file
+// system keeps it to its clock's tick (a few milliseconds), so a record
+// added in the same tick leaves it as it was.
+func (t *table) Stamp(ctx context.Context) (string, error) {
+	dir, err := t.r.recordsDir(t.sp)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "none", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if time.Since(fi.ModTime()) < stampGrain {
+		return "", nil
+	}
+	return strconv.FormatInt(fi.ModTime().UnixNano(), 10), nil
+}
+
+// stampGrain bounds the tick of a file system's timestamps.
+const stampGrain = 50 * time.Millisecond

@@ -6,8 +6,12 @@
 // library's Restorers, or `dlqdump job run`) run the due ones, each job
 // once: a runner claims a job as a restorer claims a segment, with a lease
 // another runner takes over once it stops being renewed, and records the
-// job's progress after every block, so a job whose runner died is taken
-// over from there.
+// job's progress at least every RunnerOptions.ProgressInterval and before
+// every checkpoint of its segments, so a job whose runner died is taken
+// over from there. A pause or cancel takes effect at the job's next record,
+// within about a second at any rate; however a job's run ends, its next
+// state is decided once, from what it did and the request stored then, in
+// the write that ends it, so no request is ever lost (exec_end.go).
 //
 // A job selects records as a dlqdump.RunOptions does (time range, header
 // values, segments, a limit) from the ready area or the quarantine, delivers

@@ -98,7 +98,7 @@ func Example_readme() {
 	if err := runner.Start(); err != nil {
 		log.Fatal(err)
 	}
-	defer runner.Close() // running jobs stop at the next record, pending for any runner
+	defer runner.Close() // running jobs stop at the next record and are handed over to any runner
 
 	// From outside: watch, pause, resume, cancel.
 	job, err = store.Wait(ctx, job.ID, 100*time.Millisecond)

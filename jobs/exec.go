@@ -6,12 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
-	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/internal/claims"
 )
+
+// One run of a job by a runner: it holds the job's claim, runs its pass
+// (exec.go), writes its counts while it delivers and learns of a request as
+// it does (exec_watch.go), and ends it with one decision, written in the
+// same conditional write, from what the pass did and the request stored
+// then (exec_end.go).
 
 // execution is one run of a job by a runner, holding its claim.
 type execution struct {
@@ -20,31 +26,65 @@ type execution struct {
 	cl   *claims.Claim
 	keep *claims.Keeper
 	id   string
-	job  Job
+	// marker is the due time of the marker the job was found by: its
+	// marker while it runs.
+	marker time.Time
+
+	// stopped is done once the pass is to stop at its next record (a
+	// request learnt, the runner closing, the window closing), with the
+	// cause; stop stops it.
+	stopped context.Context
+	stop    context.CancelCauseFunc
+	unhook  func() bool // stops the runner's closing from stopping it
+
+	saveMu sync.Mutex // serialises the writes of the job's record
+	mu     sync.Mutex // guards job, base and vel
+	job    Job
+	base   Job // the counts before the Run under way
+	vel    velocity
 
 	started bool   // JobStarted was told
 	from    uint64 // the job's Delivered when this runner started it
+	handled uint64 // its Delivered and Quarantined then
+	taken   bool   // taken over from a runner that stopped
 }
 
-// Why a job's pass stopped early, at a block boundary.
+// Why a job's pass stopped early, at a record: RunOptions.Stop's causes.
 var (
 	errPaused       = errors.New("dlqdump: the job was paused")
 	errCancelled    = errors.New("dlqdump: the job was cancelled")
 	errWindowClosed = errors.New("dlqdump: the job's window closed")
+	errClosing      = errors.New("dlqdump: the runner is closing; the job is handed over")
 )
 
 // endDeadline bounds the writes that end a job after its pass.
 const endDeadline = 10 * time.Second
 
+// newExecution returns the execution of the job of cl for rn on r. Its
+// writes outlive ctx (the runner's, cancelled by Close: the pass then stops
+// at its next record and the job is handed over).
+func newExecution(ctx context.Context, rn *Runner, r *dlqdump.Restorer, cl *claims.Claim, id string, marker time.Time) *execution {
+	x := &execution{rn: rn, r: r, cl: cl, id: id, marker: marker}
+	x.stopped, x.stop = context.WithCancelCause(context.Background())
+	x.keep = claims.Keep(context.WithoutCancel(ctx), cl, rn.log)
+	x.unhook = context.AfterFunc(ctx, func() { x.stop(errClosing) })
+	return x
+}
+
+// close releases what the execution holds.
+func (x *execution) close() {
+	x.keep.Stop()
+	x.unhook()
+	x.stop(context.Canceled)
+}
+
 // run runs the job held by x.cl; job is what its record held (nil when the
 // record holds no job: it is failed with the reason).
-func (x *execution) run(ctx context.Context, job *Job) {
-	rn := x.rn
-	x.keep = claims.Keep(ctx, x.cl, rn.log)
-	defer x.keep.Stop()
+func (x *execution) run(job *Job) {
+	defer x.close()
 	if job == nil || json.Unmarshal(x.cl.Progress(), &x.job) != nil || x.job.ID != x.id {
 		x.job = Job{ID: x.id, Created: time.Now().UTC()}
-		x.end(Failed, fmt.Errorf("its record holds no job this runner can read"))
+		x.end(passEnd{kind: endBroken, err: fmt.Errorf("its record holds no job this runner can read")})
 		return
 	}
 	x.job.Spec.ID = x.id
@@ -54,170 +94,204 @@ func (x *execution) run(ctx context.Context, job *Job) {
 	case Pending, Running:
 	case Completed, Failed, Cancelled:
 		x.release()
-		x.rn.dropMarker(x.job.At, x.id)
+		x.rn.dropMarker(x.marker, x.id)
 		return
 	case Paused:
 		x.release()
-		x.rn.dropStale(x.job.At, x.id)
+		x.rn.dropStale(x.marker, x.id)
 		return
 	default:
-		x.end(Failed, fmt.Errorf("its record holds an unknown state %.40q", x.job.State))
+		x.end(passEnd{kind: endBroken, err: fmt.Errorf("its record holds an unknown state %.40q", x.job.State)})
 		return
 	}
-	switch x.cl.Control() {
-	case requestCancel:
-		x.end(Cancelled, nil)
-		return
-	case requestPause:
-		x.end(Paused, nil)
+	if x.cl.Control() != "" {
+		// Asked before it started: acted on, as the request stored at
+		// the end write says (a resume may have withdrawn a pause).
+		x.end(passEnd{kind: endRequested, next: x.marker})
 		return
 	}
-	taken := x.job.begin(rn.o.Owner, time.Now().UTC())
-	if err := x.save(ctx); err != nil {
-		rn.log.Warn("starting a job failed", slog.String("job", x.id), slog.Any("error", err))
+	x.taken = x.job.begin(x.rn.o.Owner, time.Now().UTC())
+	if err := x.save(context.Background()); err != nil {
+		x.rn.log.Warn("starting a job failed", slog.String("job", x.id), slog.Any("error", err))
 		x.release()
 		return
 	}
-	x.begun(ctx, taken)
+	x.begun()
 }
 
 // runStarted runs a job the claim marked running (job, as written), taken
 // over from a runner that stopped if taken.
-func (x *execution) runStarted(ctx context.Context, job *Job, taken bool) {
-	x.keep = claims.Keep(ctx, x.cl, x.rn.log)
-	defer x.keep.Stop()
+func (x *execution) runStarted(job *Job, taken bool) {
+	defer x.close()
 	x.job = *job
 	x.job.Spec.ID = x.id
-	x.begun(ctx, taken)
+	x.taken = taken
+	x.begun()
 }
 
 // begun logs and counts the job's start and runs its pass.
-func (x *execution) begun(ctx context.Context, taken bool) {
+func (x *execution) begun() {
 	rn := x.rn
 	what := "job started"
-	if taken {
+	if x.taken {
 		what = "job taken over from a runner that stopped"
 	}
-	rn.log.Info(what, slog.String("job", x.id), slog.Duration("late", x.job.Late()), slog.Int("attempt", x.job.Attempts))
-	x.started, x.from = true, x.job.Delivered
+	rn.log.Info(what, slog.String("job", x.id), slog.Duration("late", x.job.Late()), slog.Int("attempt", x.job.Attempts),
+		slog.Uint64("delivered", x.job.Delivered), slog.Uint64("quarantined", x.job.Quarantined))
+	x.started, x.from, x.handled = true, x.job.Delivered, x.job.Delivered+x.job.Quarantined
 	if rn.met != nil {
-		rn.met.JobStarted(x.job.Late(), taken)
+		rn.met.JobStarted(x.job.Late(), x.taken)
 	}
-	x.pass(ctx)
+	x.end(x.pass())
 }
 
-// pass runs the job's pass and ends the job as it says.
-func (x *execution) pass(ctx context.Context) {
-	spec := &x.job.Spec
-	opts, serr := spec.runOptions()
-	if serr != nil {
-		x.end(Failed, serr)
-		return
+// pass runs the job's pass and says how it ended.
+func (x *execution) pass() passEnd {
+	spec := x.job.Spec
+	if _, err := spec.runOptions(); err != nil {
+		return passEnd{kind: endBroken, err: err} // its Select no longer parses
 	}
-	base := x.job
-	if spec.Limit > 0 {
-		done := base.Delivered + base.Quarantined
-		if done >= spec.Limit {
-			x.end(Completed, nil)
-			return
-		}
-		opts.Limit = spec.Limit - done
+	x.mu.Lock()
+	x.base = x.job
+	x.mu.Unlock()
+	if spec.Limit > 0 && x.job.Delivered+x.job.Quarantined >= spec.Limit {
+		return passEnd{kind: endCompleted}
 	}
+	watching := x.watch()
+	defer watching()
 	if x.job.Left == 0 && x.job.Delivered == 0 && x.job.Attempts == 1 && len(spec.Segments) == 0 {
-		// What is left is estimated by a dry run over the store, once:
-		// a job over named segments reads them only to deliver.
-		// A pause or cancel stops it: it reads the whole store, and
-		// has no block boundaries of its own.
-		dry := opts
-		dry.DryRun = true
-		dctx, stop := context.WithCancel(x.keep.Context())
-		go func() {
-			select {
-			case <-x.keep.Requested():
-				stop()
-			case <-dctx.Done():
-			}
-		}()
-		rep, err := x.r.Run(dctx, dry)
-		stop()
-		if err == nil {
-			x.job.Left = rep.Delivered + rep.Quarantined
-			if spec.Limit > 0 {
-				x.job.Left = min(x.job.Left, spec.Limit)
-			}
-			base.Left = x.job.Left
-		}
+		x.estimate()
 	}
-	var closes time.Time
 	if ws, err := spec.windows(); err == nil && len(ws) > 0 {
-		_, closes = dlqdump.NextWindow(ws, time.Now())
+		_, closes := dlqdump.NextWindow(ws, time.Now())
+		t := time.AfterFunc(time.Until(closes), func() { x.stop(errWindowClosed) })
+		defer t.Stop()
 	}
-	opts.OnBlock = func(rep dlqdump.Report) error {
-		x.count(&base, &rep)
-		x.job.Progressed = time.Now().UTC()
-		if err := x.save(ctx); err != nil {
-			return err
-		}
-		if err := requested(x.cl.Control()); err != nil {
-			return err
-		}
-		if !closes.IsZero() && time.Now().After(closes) {
-			return errWindowClosed
-		}
-		return nil
+	if c := x.cl.Control(); c != "" {
+		x.stop(requested(c)) // known since the start: no record is delivered
 	}
 	var rep dlqdump.Report
 	var err error
-	if x.cl.Control() != "" {
-		// A request came before the first block (it may have cut the
-		// dry run short): it is acted on if it still stands, as a
-		// block boundary does, after a write that reads it as it is
-		// now. The last write may have read it a while ago, and a
-		// resume may have withdrawn it since.
-		if err = x.save(ctx); err == nil {
-			err = requested(x.cl.Control())
+	if len(x.job.Releasing) > 0 {
+		// A quarantine job taken over: the segments it released and did
+		// not finish are ready, where its pass over the quarantine does
+		// not look. They are restored first.
+		opts := x.options(spec)
+		opts.Area, opts.Segments, opts.OnRelease = dlqdump.AreaReady, x.job.Releasing, nil
+		if spec.Limit > 0 {
+			opts.Limit = spec.Limit - (x.job.Delivered + x.job.Quarantined)
 		}
-	}
-	if err == nil {
 		rep, err = x.r.Run(x.keep.Context(), opts)
-	}
-	x.count(&base, &rep)
-	limitReached := spec.Limit > 0 && x.job.Delivered+x.job.Quarantined >= spec.Limit
-	switch {
-	case x.keep.Lost():
-		x.rn.log.Warn("lost the claim on a job; another runner has it", slog.String("job", x.id))
-	case errors.Is(err, errPaused):
-		x.end(Paused, nil)
-	case errors.Is(err, errCancelled):
-		x.end(Cancelled, nil)
-	case errors.Is(err, errWindowClosed):
-		x.reschedule(spec.due(time.Now().UTC().Truncate(time.Second).Add(time.Second)), nil)
-	case ctx.Err() != nil:
-		// The runner is closing: pending again, due at once, for any
-		// runner.
-		x.reschedule(x.job.At, nil)
-	case err != nil:
-		if x.job.Delivered+x.job.Quarantined > base.Delivered+base.Quarantined {
-			x.job.Failures = 0 // it made progress before failing
+		x.counted(&rep)
+		if err != nil || rep.Claimed > 0 {
+			return x.ended(&rep, err)
 		}
-		x.job.Failures++
-		if x.job.Failures >= spec.MaxAttempts {
-			x.end(Failed, err)
-			return
-		}
-		wait := backoff.FullJitter(x.rn.o.RetryBase, 5*time.Minute, x.job.Failures)
-		x.reschedule(time.Now().UTC().Add(wait), err)
-	case rep.Claimed > 0 && !limitReached:
-		// Segments it selects are held by other restorers: on again
-		// once they let them go.
-		x.reschedule(time.Now().UTC().Add(x.rn.o.PollInterval).Truncate(time.Second), nil)
-	default:
-		x.job.Left = 0
-		x.end(Completed, err)
+		x.mu.Lock()
+		x.job.Releasing = nil
+		x.base = x.job
+		x.mu.Unlock()
 	}
+	opts := x.options(spec)
+	if spec.Limit > 0 {
+		done := x.job.Delivered + x.job.Quarantined
+		if done >= spec.Limit {
+			return passEnd{kind: endCompleted}
+		}
+		opts.Limit = spec.Limit - done
+	}
+	rep, err = x.r.Run(x.keep.Context(), opts)
+	x.counted(&rep)
+	return x.ended(&rep, err)
 }
 
-// requested returns the error a pass stops with for control, a request
+// options returns the RunOptions of a Run of the job's pass: its selection,
+// stopped by x.stopped, its counts written as it goes.
+func (x *execution) options(spec Spec) dlqdump.RunOptions {
+	opts, _ := spec.runOptions() // checked when the pass started
+	opts.Stop = x.stopped
+	opts.OnProgress = x.progress
+	if opts.Area == dlqdump.AreaQuarantine {
+		opts.OnRelease = x.releasing
+	}
+	return opts
+}
+
+// estimate estimates what is left by a dry run over the store, once: a job
+// over named segments reads them only to deliver. A stop (a request, the
+// runner closing) stops it: it reads the whole store, and has no records of
+// its own to stop at.
+func (x *execution) estimate() {
+	spec := x.job.Spec
+	dry, _ := spec.runOptions() // checked when the pass started
+	dry.DryRun = true
+	if spec.Limit > 0 {
+		dry.Limit = spec.Limit
+	}
+	dctx, cancel := context.WithCancel(x.keep.Context())
+	defer cancel()
+	defer context.AfterFunc(x.stopped, cancel)()
+	rep, err := x.r.Run(dctx, dry)
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.job.Left = rep.Delivered + rep.Quarantined
+	if spec.Limit > 0 {
+		x.job.Left = min(x.job.Left, spec.Limit)
+	}
+	x.base.Left = x.job.Left
+}
+
+// counted sets the job's counts to what the Run reported, and makes them the
+// base of the next Run.
+func (x *execution) counted(rep *dlqdump.Report) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.count(rep)
+	x.base = x.job
+}
+
+// ended says how a pass that returned rep and err ended.
+func (x *execution) ended(rep *dlqdump.Report, err error) passEnd {
+	e := x.endOf(rep, err)
+	e.progressed = x.job.Delivered+x.job.Quarantined > x.handled
+	return e
+}
+
+// endOf says how a pass that returned rep and err ended, but for its
+// progress.
+func (x *execution) endOf(rep *dlqdump.Report, err error) passEnd {
+	spec := &x.job.Spec
+	limitReached := spec.Limit > 0 && x.job.Delivered+x.job.Quarantined >= spec.Limit
+	now := time.Now().UTC()
+	switch {
+	case x.keep.Lost():
+		return passEnd{kind: endLost}
+	case limitReached && (err == nil || isStop(err)):
+		return passEnd{kind: endCompleted}
+	case errors.Is(err, errPaused), errors.Is(err, errCancelled):
+		return passEnd{kind: endRequested, next: now} // on at once if the request was withdrawn
+	case errors.Is(err, errWindowClosed):
+		return passEnd{kind: endWindow, next: spec.due(now.Truncate(time.Second).Add(time.Second))}
+	case errors.Is(err, errClosing):
+		return passEnd{kind: endClosing, next: now}
+	case err != nil:
+		return passEnd{kind: endFailed, err: err}
+	case rep.Claimed > 0:
+		// Segments it selects are held by other restorers: on again
+		// once they let them go.
+		return passEnd{kind: endHeld, next: now.Add(x.rn.o.PollInterval).Truncate(time.Second)}
+	}
+	return passEnd{kind: endCompleted}
+}
+
+// isStop reports whether err is only a stop at a record.
+func isStop(err error) bool {
+	return errors.Is(err, errPaused) || errors.Is(err, errCancelled) || errors.Is(err, errWindowClosed) || errors.Is(err, errClosing)
+}
+
+// requested returns the cause a pass stops with for control, a request
 // written into the job's record, or nil.
 func requested(control string) error {
 	switch control {
@@ -229,20 +303,10 @@ func requested(control string) error {
 	return nil
 }
 
-// maxError bounds the error a job's record keeps.
-const maxError = 1024
-
-// errorText returns err's message, cut to maxError bytes.
-func errorText(err error) string {
-	msg := err.Error()
-	if len(msg) > maxError {
-		msg = msg[:maxError-3] + "..."
-	}
-	return msg
-}
-
-// count sets the job's counts to base's plus what the pass did.
-func (x *execution) count(base *Job, rep *dlqdump.Report) {
+// count sets the job's counts to the base's plus what the Run did (x.mu
+// held).
+func (x *execution) count(rep *dlqdump.Report) {
+	base := &x.base
 	x.job.Delivered = base.Delivered + rep.Delivered
 	x.job.Quarantined = base.Quarantined + rep.Quarantined
 	x.job.Skipped = base.Skipped + rep.Skipped
@@ -253,110 +317,10 @@ func (x *execution) count(base *Job, rep *dlqdump.Report) {
 	}
 }
 
-// save writes the job into its record, keeping any request.
-func (x *execution) save(ctx context.Context) error {
-	p, err := json.Marshal(&x.job)
-	if err != nil {
-		return err
-	}
-	return x.keep.Save(ctx, p)
-}
-
-// end gives the job its state, clears the request it acted on, and
-// releases it; once that is written, it removes the job's due marker if the
-// job is no longer due. A write that failed changes no marker: the job,
-// still held in its record, is taken over after its lease from its marker,
-// and one this runner lost is another's.
-func (x *execution) end(state State, cause error) {
-	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
-	defer cancel()
-	now := time.Now().UTC()
-	x.job.State, x.job.Request = state, ""
-	if cause != nil {
-		x.job.Error = errorText(cause)
-	}
-	if state.Final() {
-		x.job.Finished = now
-		x.job.Failures = 0
-	}
-	if x.write(ctx) {
-		switch {
-		case state.Final():
-			x.rn.dropMarker(x.job.At, x.id)
-		case state == Paused:
-			x.rn.dropStale(x.job.At, x.id)
-		}
-	}
-	x.log(state, cause)
-}
-
-// reschedule makes the job pending again, due at at: the new marker first
-// (a pending job is never without one), then the record, then the old
-// marker goes.
-func (x *execution) reschedule(at time.Time, cause error) {
-	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
-	defer cancel()
-	old := x.job.At
-	x.job.State, x.job.At = Pending, dueTime(at)
-	if cause != nil {
-		x.job.Error = errorText(cause)
-	}
-	if err := x.rn.store.putMarker(ctx, x.job.At, x.id); err != nil {
-		x.job.At = old // due as it was, its marker there
-	}
-	if x.write(ctx) {
-		// A poll that read the record before this write may have
-		// removed the new marker as stale: put it back.
-		if err := x.rn.store.ensureMarker(ctx, &x.job); err != nil {
-			x.rn.log.Warn("writing a job's due marker failed", slog.String("job", x.id), slog.Any("error", err))
-		}
-		if !x.job.At.Equal(old) {
-			x.rn.dropStale(old, x.id)
-		}
-	}
-	x.log(Pending, cause)
-}
-
-// write writes the job's last state with the request cleared, and
-// releases the claim; it reports whether that was written.
-func (x *execution) write(ctx context.Context) bool {
-	x.keep.Stop()
-	p, err := json.Marshal(&x.job)
-	if err == nil {
-		err = x.cl.ReleaseWith(ctx, p, "")
-	}
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, claims.ErrLeaseLost):
-		x.rn.log.Warn("lost the claim on a job before recording its end; another runner has it", slog.String("job", x.id))
-	default:
-		x.rn.log.Warn("recording a job's end failed; another runner takes it over after its lease", slog.String("job", x.id), slog.Any("error", err))
-	}
-	return false
-}
-
 // release lets the job go as it is.
 func (x *execution) release() {
 	x.keep.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), endDeadline)
 	defer cancel()
 	_ = x.cl.Release(ctx)
-}
-
-// log says how the job ended, and tells the metrics.
-func (x *execution) log(state State, cause error) {
-	attrs := []any{slog.String("job", x.id), slog.String("state", string(state)), slog.Uint64("delivered", x.job.Delivered),
-		slog.Uint64("quarantined", x.job.Quarantined)}
-	switch {
-	case state == Failed:
-		x.rn.log.Error("job failed", append(attrs, slog.Any("error", cause))...)
-	case cause != nil:
-		x.rn.log.Warn("job pass failed; tried again later", append(attrs, slog.Time("at", x.job.At), slog.Any("error", cause))...)
-	default:
-		x.rn.log.Info("job "+string(state), attrs...)
-	}
-	if x.rn.met != nil && x.started {
-		x.rn.met.JobEnded(string(state), x.job.Delivered-x.from)
-	}
 }

@@ -56,3 +56,10 @@ func (s *Store) Beat(ctx context.Context, owner string, dests []string) error {
 
 // PollInterval returns the runner's PollInterval.
 func (rn *Runner) PollInterval() time.Duration { return rn.o.PollInterval }
+
+// Listed reports whether the runner listed the due markers yet.
+func (rn *Runner) Listed() bool {
+	rn.pollMu.Lock()
+	defer rn.pollMu.Unlock()
+	return !rn.listed.IsZero()
+}

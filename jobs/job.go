@@ -20,9 +20,9 @@ type State string
 
 // States. A job is created pending; a runner takes it when it is due and
 // runs it (running); it ends completed (every record it selects handled),
-// failed (MaxAttempts passes failed in a row, or its record cannot be read) or
-// cancelled. A pending or running job can be paused, and a paused one
-// resumed (pending again).
+// failed (its passes failed without progress for Spec.FailAfter, or its
+// record cannot be read) or cancelled. A pending or running job can be
+// paused, and a paused or failed one resumed (pending again).
 const (
 	Pending   State = "pending"
 	Running   State = "running"
@@ -97,22 +97,33 @@ type Spec struct {
 	// releases the quarantined segments it selects (Segments, or all) and
 	// restores them.
 	Area string `json:"area,omitempty"`
-	// MaxAttempts is how many passes in a row may fail (the destination
-	// down, the store unreachable) without progress before the job fails.
-	// Default 5.
+	// FailAfter is how long the job's passes may fail (the destination
+	// down, the store unreachable) without delivering anything before the
+	// job fails: it is tried again meanwhile, after a back-off that grows
+	// from the runner's RetryBase to 5 minutes. A failed job can be
+	// resumed. Default DefaultFailAfter, an hour: long enough for a
+	// destination's deploy or a night's outage.
+	FailAfter time.Duration `json:"fail_after,omitempty"`
+	// MaxAttempts, when positive, also fails the job once this many passes
+	// in a row failed without progress, whatever FailAfter says. Default 0:
+	// no such bound.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
-// DefaultMaxAttempts is the default of Spec.MaxAttempts.
-const DefaultMaxAttempts = 5
+// DefaultFailAfter is the default of Spec.FailAfter.
+const DefaultFailAfter = time.Hour
 
 // Job is a job as its record holds it: its Spec, state and progress.
 type Job struct {
 	ID    string `json:"id"`
 	State State  `json:"state"`
-	// At is when the job is due (next): Spec.At, or the next opening of
-	// its Windows, or when a failed pass is tried again.
-	At       time.Time `json:"at"`
+	// At is when the job was due: Spec.At (its creation by default), or
+	// the first opening of its Windows after it. It does not move.
+	At time.Time `json:"at"`
+	// Next, when set, is when a runner takes the job next, if not At: a
+	// failed pass tried again, its window's next opening, a resume, a
+	// hand-over by a runner that stopped. Due returns the one that holds.
+	Next     time.Time `json:"next,omitzero"`
 	Created  time.Time `json:"created"`
 	Started  time.Time `json:"started,omitzero"`
 	Finished time.Time `json:"finished,omitzero"`
@@ -128,24 +139,48 @@ type Job struct {
 	Quarantined uint64 `json:"quarantined"`
 	Skipped     uint64 `json:"skipped,omitempty"`
 	Left        uint64 `json:"left,omitempty"`
-	// Progressed is when the runner last wrote the counts (after a
-	// block), by its clock: what a reader measures the job's rate over.
-	// A pass starts it afresh: zero until its first block.
+	// Progressed is when the runner last wrote the counts (at least
+	// every RunnerOptions.ProgressInterval while the job runs), by its
+	// clock: what a reader measures the job's rate over. A pass starts it
+	// afresh: zero until it writes counts.
 	Progressed time.Time `json:"progressed,omitzero"`
+	// Velocity is the records per second the job delivered or set aside
+	// lately (over up to 10 s), as its runner measured them; 0 when it
+	// does not run.
+	Velocity float64 `json:"velocity,omitempty"`
 	// Attempts counts the passes that ran it (a start, a takeover, a
 	// resume, a window's opening, a retry); Failures those that failed
-	// in a row since the last that made progress, which Spec.MaxAttempts
-	// bounds; Error is the last failure's error (at most 1 KiB of it).
-	Attempts int    `json:"attempts,omitempty"`
-	Failures int    `json:"failures,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// in a row since the last that made progress, the first of them at
+	// FailingSince (Spec.FailAfter bounds how long ago); Error is the
+	// last failure's error (at most 1 KiB of it).
+	Attempts     int       `json:"attempts,omitempty"`
+	Failures     int       `json:"failures,omitempty"`
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	Error        string    `json:"error,omitempty"`
 	// Runner is the owner label of the runner holding it, or that last
 	// held it.
 	Runner string `json:"runner,omitempty"`
 	// Request is a pause or cancel asked of the runner holding the job,
-	// which it acts on at its next block boundary.
+	// which it acts on at the next record (within a ProgressInterval of
+	// the request), or that waits for a runner to take the job. A job
+	// that ended holds none.
 	Request string `json:"request,omitempty"`
-	Spec    Spec   `json:"spec"`
+	// Refused says which request came too late to be acted on, and why:
+	// "cancel: the job had completed".
+	Refused string `json:"refused,omitempty"`
+	// Releasing names the quarantined segments a job over the quarantine
+	// released into the ready area and has not finished: a runner that
+	// takes the job over restores them first.
+	Releasing []string `json:"releasing,omitempty"`
+	Spec      Spec     `json:"spec"`
+}
+
+// Due returns when a runner takes the job next: Next, or At.
+func (j *Job) Due() time.Time {
+	if !j.Next.IsZero() {
+		return j.Next
+	}
+	return j.At
 }
 
 // Late returns how late the job started.
@@ -190,6 +225,8 @@ func (s *Spec) validate(now time.Time) error {
 		return bad("Rate", "%v items/s is negative", s.Rate)
 	case s.MaxAttempts < 0:
 		return bad("MaxAttempts", "%d is negative", s.MaxAttempts)
+	case s.FailAfter < 0:
+		return bad("FailAfter", "%s is negative", s.FailAfter)
 	case !s.Since.IsZero() && !s.Until.IsZero() && !s.Until.After(s.Since):
 		return bad("Until", "%s is not after Since %s", s.Until.Format(time.RFC3339), s.Since.Format(time.RFC3339))
 	case s.Area != "" && s.Area != "ready" && s.Area != "quarantine":
@@ -197,8 +234,8 @@ func (s *Spec) validate(now time.Time) error {
 	case s.Destination != "" && (len(s.Destination) > 64 || sink.CheckKey(s.Destination) != nil):
 		return bad("Destination", "%q: want 1 to 64 letters, digits, '.', '_' or '-'", s.Destination)
 	}
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = DefaultMaxAttempts
+	if s.FailAfter == 0 {
+		s.FailAfter = DefaultFailAfter
 	}
 	if !s.At.IsZero() {
 		s.At = ceilSecond(s.At.UTC())
@@ -281,7 +318,7 @@ func (s *Spec) equal(o *Spec) bool {
 	return s.ID == o.ID && s.At.Equal(o.At) && slices.Equal(s.Windows, o.Windows) && s.TimeZone == o.TimeZone &&
 		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select &&
 		slices.Equal(s.Segments, o.Segments) && s.Limit == o.Limit && s.Rate == o.Rate &&
-		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts
+		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts && s.FailAfter == o.FailAfter
 }
 
 // runOptions returns the selection of a pass running the job; a Select

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlqdump/dlqdump"
@@ -99,11 +100,31 @@ var (
 // Store keeps the restore jobs of a dump: create, read and control them
 // from any process. It is safe for concurrent use.
 type Store struct {
+	rd         sink.Reader  // the store the jobs restore
 	t          sink.Records // the jobs
 	due, later sink.Records // the due markers
 	runners    sink.Records // the heartbeats
 	now        func() time.Time
 	listed     listCache // the jobs List read, when the store lists versions
+
+	createdMu sync.Mutex
+	created   chan struct{} // closed, and made anew, when Create made a job
+}
+
+// createdNow returns a channel closed when Create next makes a job through
+// this Store (a runner sharing it notices the job at once).
+func (s *Store) createdNow() <-chan struct{} {
+	s.createdMu.Lock()
+	defer s.createdMu.Unlock()
+	return s.created
+}
+
+// noteCreated tells the runners sharing this Store that a job was made.
+func (s *Store) noteCreated() {
+	s.createdMu.Lock()
+	defer s.createdMu.Unlock()
+	close(s.created)
+	s.created = make(chan struct{})
 }
 
 // Open returns the jobs of the store rd, which must keep tables
@@ -113,7 +134,7 @@ func Open(rd sink.Reader) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: Reader: %T keeps no tables, where restore jobs live", dlqdump.ErrConfig, rd)
 	}
-	s := &Store{now: time.Now}
+	s := &Store{rd: rd, now: time.Now, created: make(chan struct{})}
 	for _, t := range []struct {
 		name string
 		to   *sink.Records
@@ -198,9 +219,11 @@ func (s *Store) write(ctx context.Context, e *entry) error {
 }
 
 // Create creates a job, due at spec.At (now by default), and returns it. A
-// job of that ID with the same spec is returned as it is; one with another
-// spec is an error wrapping ErrExists. A spec with a bad field is an error
-// wrapping dlqdump.ErrConfig that names it.
+// job of that ID with the same spec is returned as it is (a Create retried
+// after a lost answer makes no second job), unless it has ended: then it is
+// returned with an error wrapping ErrFinished that says how it ended. One
+// with another spec is an error wrapping ErrExists. A spec with a bad field
+// is an error wrapping dlqdump.ErrConfig that names it.
 func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
 	now := s.now().UTC()
 	if err := spec.validate(now); err != nil {
@@ -231,14 +254,30 @@ func (s *Store) Create(ctx context.Context, spec Spec) (Job, error) {
 		if !cur.job.Spec.equal(&spec) {
 			return cur.job, fmt.Errorf("%w: %s", ErrExists, spec.ID)
 		}
+		if cur.job.State.Final() {
+			return cur.job, ended(&cur.job)
+		}
 		return cur.job, s.ensureMarker(ctx, &cur.job)
 	}
 	if err != nil {
 		return Job{}, fmt.Errorf("dlqdump: create job %s: %w", spec.ID, err)
 	}
+	s.noteCreated()
 	// A runner may have removed the marker meanwhile, having seen no
 	// record for it: put it back.
 	return job, s.ensureMarker(ctx, &job)
+}
+
+// ended returns the error wrapping ErrFinished that says how job j ended.
+func ended(j *Job) error {
+	how := fmt.Sprintf("%d delivered, %d quarantined", j.Delivered, j.Quarantined)
+	switch {
+	case j.State == Failed && j.Error != "":
+		how += ": " + j.Error
+	case j.Refused != "":
+		how += "; refused " + j.Refused
+	}
+	return fmt.Errorf("%w: job %s %s at %s (%s)", ErrFinished, j.ID, j.State, j.Finished.Format(time.RFC3339), how)
 }
 
 // markers returns the table a marker due at is written to now.
@@ -271,7 +310,7 @@ func (s *Store) ensureMarker(ctx context.Context, j *Job) error {
 	if j.State != Pending && j.State != Running {
 		return nil
 	}
-	return s.putMarker(ctx, j.At, j.ID)
+	return s.putMarker(ctx, j.Due(), j.ID)
 }
 
 // dropMarker removes a due marker from "jobsdue", where the runners found
@@ -305,7 +344,7 @@ func (s *Store) restoreMarker(ctx context.Context, at time.Time, id string) erro
 	if err != nil {
 		return err
 	}
-	if e.job.At.Equal(at) {
+	if e.job.Due().Equal(at) {
 		return s.ensureMarker(ctx, &e.job)
 	}
 	return nil
@@ -362,26 +401,35 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 	return e.job, nil
 }
 
-// Pause pauses a job: a pending one at once, a running one at the next
-// block boundary of the runner holding it, which releases it then. Pausing
-// a paused job changes nothing; a job that ended is an error wrapping
-// ErrFinished.
+// Pause pauses a job: a pending one at once; a running one at its next
+// record, once the runner holding it learns of the request (its next write
+// of the job's record, within RunnerOptions.ProgressInterval), which
+// releases it then. The request waits in the record for a runner that
+// stopped until one takes the job over. A job that completes before its
+// runner learns of the pause stays completed, its record saying so
+// (Job.Refused). Pausing a paused job changes nothing; a job that ended is
+// an error wrapping ErrFinished.
 func (s *Store) Pause(ctx context.Context, id string) (Job, error) {
 	return s.control(ctx, id, requestPause)
 }
 
 // Cancel cancels a job: a pending or paused one at once, a running one at
-// the next block boundary of the runner holding it. The records it did not
-// deliver stay where they are. Cancelling a cancelled job changes nothing;
-// one that completed or failed is an error wrapping ErrFinished.
+// its next record, as Pause does; whichever way its pass ends then (a
+// failure, its runner closing, ...) the job is cancelled, unless it had
+// completed: then its record says the cancel was refused (Job.Refused). The
+// records it did not deliver stay where they are. Cancelling a cancelled job
+// changes nothing; one that completed or failed is an error wrapping
+// ErrFinished.
 func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 	return s.control(ctx, id, requestCancel)
 }
 
 // Resume makes a paused job pending again, due at once, or at its Spec.At
 // if that is still to come (or at the next opening of its windows after).
-// Resuming a job that is pending or running changes nothing; one that ended
-// is an error wrapping ErrFinished.
+// A failed job is resumed alike, its failures forgotten: it goes on from
+// where it failed. Resuming a job that is pending or running withdraws a
+// pause not acted on yet, and changes nothing else; one that completed or
+// was cancelled is an error wrapping ErrFinished.
 func (s *Store) Resume(ctx context.Context, id string) (Job, error) {
 	return s.control(ctx, id, "resume")
 }
@@ -416,37 +464,26 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 	switch {
 	case j.State == Cancelled && what == requestCancel:
 		return true, nil
+	case j.State == Failed && what == "resume":
+		j.Failures, j.FailingSince, j.Finished = 0, time.Time{}, time.Time{}
+		j.State = Paused // resumed as a paused job is, below
+		fallthrough
+	case what == "resume" && j.State == Paused:
+		return false, s.resume(ctx, e, now)
 	case j.State.Final():
-		return true, fmt.Errorf("%w: job %s is %s", ErrFinished, j.ID, j.State)
+		return true, ended(j)
 	case what == "resume":
-		if j.State != Paused {
-			if e.rec.Control != requestPause {
-				return true, nil
-			}
-			// A pause not acted on yet: withdrawn.
-			e.rec.Control, j.Request = "", ""
-			return false, s.write(ctx, e)
+		if e.rec.Control != requestPause {
+			return true, nil
 		}
-		// Due at once, or at its At if that is still to come.
-		at := now.Truncate(time.Second)
-		if j.Spec.At.After(at) {
-			at = j.Spec.At
-		}
-		j.State, j.At, j.Error = Pending, j.Spec.due(at), ""
-		if err := s.putMarker(ctx, j.At, j.ID); err != nil {
-			return false, err
-		}
-		if err := s.write(ctx, e); err != nil {
-			return false, err
-		}
-		// A poll that read the paused record may have removed the
-		// marker meanwhile: put it back.
-		return false, s.ensureMarker(ctx, j)
+		// A pause not acted on yet: withdrawn.
+		e.rec.Control, j.Request = "", ""
+		return false, s.write(ctx, e)
 	case j.State == Paused && what == requestPause:
 		return true, nil
 	case e.rec.Held() || j.State == Running:
-		// Its runner acts on it at its next block boundary; until a
-		// runner holds it again, the request waits in the record.
+		// Its runner acts on it at its next record; until a runner
+		// holds it again, the request waits in the record.
 		if e.rec.Control == what || e.rec.Control == requestCancel {
 			return true, nil
 		}
@@ -464,14 +501,35 @@ func (s *Store) apply(ctx context.Context, e *entry, what string) (done bool, er
 	if err := s.write(ctx, e); err != nil {
 		return false, err
 	}
-	if err := s.dropMarkers(ctx, j.At, j.ID); err != nil {
+	if err := s.dropMarkers(ctx, j.Due(), j.ID); err != nil {
 		return false, err
 	}
 	if what == requestPause {
 		// Resumed meanwhile, due at the same time: its marker back.
-		return false, s.restoreMarker(ctx, j.At, j.ID)
+		return false, s.restoreMarker(ctx, j.Due(), j.ID)
 	}
 	return false, nil
+}
+
+// resume makes the paused (or failed) job of e pending, due at once or at
+// its Spec.At if that is still to come (or at the next opening of its
+// windows after): its marker first, then its record, then its marker
+// again, in case a poll that read the paused record removed it meanwhile.
+func (s *Store) resume(ctx context.Context, e *entry, now time.Time) error {
+	j := &e.job
+	at := now.Truncate(time.Second)
+	if j.Spec.At.After(at) {
+		at = j.Spec.At
+	}
+	j.State, j.Next, j.Error, j.Request = Pending, dueTime(j.Spec.due(at)), "", ""
+	e.rec.Control = ""
+	if err := s.putMarker(ctx, j.Due(), j.ID); err != nil {
+		return err
+	}
+	if err := s.write(ctx, e); err != nil {
+		return err
+	}
+	return s.ensureMarker(ctx, j)
 }
 
 // Wait returns the job once it has ended (completed, failed or cancelled),

@@ -130,3 +130,15 @@ type VersionLister interface {
 type NameVersion struct {
 	Name, Version string
 }
+
+// Stamper is implemented by Records that tell cheaply whether their names
+// changed (a directory: its modification time), where the only other way is
+// to list them: a jobs.Runner that has nothing to do reads the stamp of its
+// due markers every few milliseconds and lists them only when it changed,
+// so that a job created due now starts at once.
+type Stamper interface {
+	// Stamp returns a token that changes whenever a record is added or
+	// removed, to be compared with an earlier one; "" when it cannot be
+	// told. It may change for other reasons too.
+	Stamp(ctx context.Context) (string, error)
+}

@@ -9,6 +9,7 @@
 //	go run ./cmd/dlqdump-bench all     [flags]
 //	go run ./cmd/dlqdump-bench jobs    [flags]   # restore jobs: poll cost, start delay
 //	go run ./cmd/dlqdump-bench jobs-floor [flags] # the least a job can cost on S3: its requests alone
+//	go run ./cmd/dlqdump-bench jobs-control [flags] # a job's pause, hand-over and start delays, and their S3 cost
 //	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
 //	go run ./cmd/dlqdump-bench sim     [flags]   # fleets of restorers on a simulated S3 prefix (docs/SCALING.md)
 //
@@ -57,15 +58,18 @@ type options struct {
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|jobs-floor|fleet|sim [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|jobs-floor|jobs-control|fleet|sim [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
 	switch cmd {
-	case "jobs", "jobs-floor":
+	case "jobs", "jobs-floor", "jobs-control":
 		run := benchJobs
-		if cmd == "jobs-floor" {
+		switch cmd {
+		case "jobs-floor":
 			run = benchJobsFloor
+		case "jobs-control":
+			run = benchJobsControl
 		}
 		if err := run(os.Args[2:]); err != nil {
 			fatal(err)

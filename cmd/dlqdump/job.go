@@ -27,9 +27,11 @@ PREFIX.tables/jobs/): what to restore (the filters of restore), where (a
 destination name), how fast (--rate items/s) and when (--at, to the second,
 and --window). Any number of runners (dlqdump job run, or a program's
 jobs.Runner) run the due jobs, each job once: a runner claims a job like a
-restorer claims a segment, records its progress after every block, and a job
-whose runner died is taken over from there. Pause, resume and cancel work
-from any process, and take effect at the runner's next block boundary.
+restorer claims a segment, records its progress at least twice a second,
+and a job whose runner died is taken over from there. Pause, resume and
+cancel work from any process, and take effect at the job's next record
+within about a second, whatever its rate; a runner stopped gracefully hands
+its jobs over to the others.
 
 A selective job reads only to select: the records it does not select stay in
 their segments (nothing is copied), so many jobs over one store rewrite none
@@ -152,11 +154,19 @@ func newJobLsCmd(a *app) *cobra.Command {
 					}
 					continue
 				}
-				rows = append(rows, []string{j.ID, string(j.State), fmtTime(j.At), fmt.Sprint(j.Delivered), fmt.Sprint(j.Quarantined), fmtTime(j.Finished), j.Runner})
+				rate := ""
+				if j.State == jobs.Running {
+					rate = fmt.Sprintf("%.1f/s", j.Velocity)
+				}
+				left := ""
+				if j.Left > 0 {
+					left = fmt.Sprint(j.Left)
+				}
+				rows = append(rows, []string{j.ID, string(j.State), fmtTime(j.At), fmt.Sprint(j.Delivered), fmt.Sprint(j.Quarantined), left, rate, fmtTime(j.Finished), j.Runner})
 			}
 			if !asJSON {
-				t := newTable(3, 4)
-				t.add("ID", "STATE", "AT", "DELIVERED", "QUARANTINED", "FINISHED", "RUNNER")
+				t := newTable(3, 4, 5, 6)
+				t.add("ID", "STATE", "AT", "DELIVERED", "QUARANTINED", "LEFT", "RATE", "FINISHED", "RUNNER")
 				for _, r := range rows {
 					t.add(r...)
 				}
@@ -202,9 +212,15 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	t.add("id", j.ID)
 	t.add("state", string(j.State))
 	if j.Request != "" {
-		t.add("request", j.Request+" (at the runner's next block boundary)")
+		t.add("request", j.Request+" (at the job's next record, once its runner learns of it)")
+	}
+	if j.Refused != "" {
+		t.add("refused", j.Refused)
 	}
 	t.add("due", fmtTime(j.At))
+	if !j.Next.IsZero() && (j.State == jobs.Pending || j.State == jobs.Running) {
+		t.add("next", fmtTime(j.Next)+" (tried again, its window's next opening, resumed or handed over)")
+	}
 	if !j.Started.IsZero() {
 		t.add("started", fmt.Sprintf("%s (%s late)", fmtTime(j.Started), j.Late().Round(time.Millisecond)))
 	}
@@ -216,15 +232,21 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	if j.Left > 0 {
 		t.add("left", fmt.Sprintf("about %d", j.Left))
 	}
+	if j.State == jobs.Running && !j.Progressed.IsZero() {
+		t.add("rate", fmt.Sprintf("%.1f records/s (written %s)", j.Velocity, fmtTime(j.Progressed)))
+	}
+	if len(j.Releasing) > 0 {
+		t.add("releasing", strings.Join(j.Releasing, ", ")+" (released from quarantine, restored first by whoever runs it)")
+	}
 	if j.Attempts > 0 {
 		t.add("passes", fmt.Sprint(j.Attempts))
 	}
 	if j.Failures > 0 {
-		allowed := j.Spec.MaxAttempts
-		if allowed <= 0 {
-			allowed = jobs.DefaultMaxAttempts
+		failAfter := j.Spec.FailAfter
+		if failAfter <= 0 {
+			failAfter = jobs.DefaultFailAfter
 		}
-		t.add("failures", fmt.Sprintf("%d in a row of %d allowed", j.Failures, allowed))
+		t.add("failures", fmt.Sprintf("%d in a row, failing since %s (it fails after %s without progress)", j.Failures, fmtTime(j.FailingSince), failAfter))
 	}
 	if j.Runner != "" {
 		t.add("runner", j.Runner)
@@ -247,11 +269,12 @@ func (a *app) waiting(st *jobs.Store, j *jobs.Job) string {
 
 func newJobControlCmd(a *app, verb string) *cobra.Command {
 	short := map[string]string{
-		"pause":  "Pause a job (a running one at its runner's next block boundary)",
-		"resume": "Resume a paused job",
+		"pause":  "Pause a job (a running one at its next record, within about a second)",
+		"resume": "Resume a paused or failed job",
 		"cancel": "Cancel a job; what it did not deliver stays where it is",
 	}[verb]
-	return &cobra.Command{
+	var wait time.Duration
+	cmd := &cobra.Command{
 		Use:   verb + " LOCATION ID",
 		Short: short,
 		Args:  argsRange(2, 2, "LOCATION ID"),
@@ -272,14 +295,55 @@ func newJobControlCmd(a *app, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if j.Request != "" {
-				a.printOut(fmt.Sprintf("%s: %s, %s requested (at its runner's next block boundary)", j.ID, j.State, j.Request))
-				return nil
+			if j.Request != "" && wait > 0 {
+				j = a.answer(st, j, wait)
 			}
-			a.printOut(fmt.Sprintf("%s: %s", j.ID, j.State))
-			return nil
+			return a.printAnswer(&j, wait)
 		}),
 	}
+	if verb != "resume" {
+		durationVar(cmd.Flags(), &wait, "wait", 5*time.Second, "wait this long at most for a running job's runner to act on the request, and say what it did (0: return at once)")
+	}
+	return cmd
+}
+
+// answer waits, for at most wait, until the runner of job j acts on its
+// request, and returns the job then.
+func (a *app) answer(st *jobs.Store, j jobs.Job, wait time.Duration) jobs.Job {
+	ctx, cancel := context.WithTimeout(a.soft, wait)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for j.Request != "" {
+		select {
+		case <-ctx.Done():
+			return j
+		case <-t.C:
+		}
+		cur, err := st.Get(ctx, j.ID)
+		if err != nil {
+			return j
+		}
+		j = cur
+	}
+	return j
+}
+
+// printAnswer says what became of a request: acted on, refused (an error:
+// the job had ended), withdrawn, or still waiting for the job's runner.
+func (a *app) printAnswer(j *jobs.Job, waited time.Duration) error {
+	switch {
+	case j.Request != "" && waited > 0:
+		a.printOut(fmt.Sprintf("%s: %s, %s requested; its runner has not acted on it within %s (one that stopped acts on it when another runner takes the job over)", j.ID, j.State, j.Request, waited))
+	case j.Request != "":
+		a.printOut(fmt.Sprintf("%s: %s, %s requested (at the job's next record, once its runner learns of it)", j.ID, j.State, j.Request))
+	case j.Refused != "":
+		a.printOut(fmt.Sprintf("%s: %s", j.ID, j.State))
+		return fmt.Errorf("job %s: refused %s", j.ID, j.Refused)
+	default:
+		a.printOut(fmt.Sprintf("%s: %s", j.ID, j.State))
+	}
+	return nil
 }
 
 func newJobWaitCmd(a *app) *cobra.Command {
@@ -323,19 +387,22 @@ func newJobRunCmd(a *app) *cobra.Command {
 		owner       string
 		dests       []string
 		concurrency int
+		poll        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "run LOCATION --to URL",
 		Short: "Run due restore jobs into an HTTP endpoint until interrupted",
 		Long: `Run the due jobs of a dump, as many at once as --jobs, POSTing their records
 to --to as restore --to does, until SIGINT or SIGTERM, which stops each job at
-the record being delivered and makes it pending again for any runner. Jobs
-whose destination is "" (the default) are taken, and those named by --dest.`,
+the record being delivered and hands it over: pending again, due at once, for
+any runner. Jobs whose destination is "" (the default) are taken, and those
+named by --dest. Every job's start, end, pause, cancel, hand-over and failure
+is logged on stderr with its counts.`,
 		Example: `  dlqdump job run /var/lib/app/dlq --to http://orders.internal:8080/redrive
   dlqdump job run s3://dead-letters/orders/ --to http://localhost:8080/in --dest orders --owner replica-2`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			return a.jobRun(args[0], &f, owner, dests, concurrency)
+			return a.jobRun(args[0], &f, owner, dests, concurrency, poll)
 		}),
 	}
 	fl := cmd.Flags()
@@ -343,6 +410,7 @@ whose destination is "" (the default) are taken, and those named by --dest.`,
 	fl.StringVar(&owner, "owner", "", "the runner's label in jobs and logs (default: host, process and a random number)")
 	fl.StringArrayVar(&dests, "dest", nil, "serve jobs of this destination name too (repeatable)")
 	fl.IntVar(&concurrency, "jobs", 4, "jobs run at once")
+	durationVar(fl, &poll, "poll", 500*time.Millisecond, "list the due jobs this often: on S3 a request each time (a job created now, or handed over by a runner that stopped, starts within it; on a directory an idle runner notices new jobs within 20 ms anyway)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "POSTs in flight at once, per job")
 	durationVar(fl, &f.retryBase, "retry-base", 100*time.Millisecond, "first backoff bound between attempts")
@@ -354,8 +422,10 @@ whose destination is "" (the default) are taken, and those named by --dest.`,
 	return cmd
 }
 
-func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, n int) error {
+func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, n int, poll time.Duration) error {
 	switch {
+	case poll < 10*time.Millisecond:
+		return usageErrorf("--poll %s: want at least 10ms", poll)
 	case f.to == "":
 		return usageErrorf("--to URL is required")
 	case n < 1 || n > 256:
@@ -399,7 +469,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 		defer r.Close()
 		restorers = append(restorers, r)
 	}
-	rn, err := jobs.NewRunner(st, restorers, &jobs.RunnerOptions{Owner: owner, Lease: f.lease, Logger: a.logger()})
+	rn, err := jobs.NewRunner(st, restorers, &jobs.RunnerOptions{Owner: owner, Lease: f.lease, PollInterval: poll, Logger: a.eventLogger()})
 	if err != nil {
 		return err
 	}

@@ -37,8 +37,9 @@ func parseJob(t *testing.T, line string) jobJSON {
 }
 
 // startRunner starts `dlqdump job run` and returns a function that stops it
-// with SIGINT and checks that it ended well.
-func startRunner(t *testing.T, dir, to string, extra ...string) func() {
+// with SIGINT, checks that it ended well and returns what it printed on
+// stderr.
+func startRunner(t *testing.T, dir, to string, extra ...string) func() string {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"job", "run", dir, "--to", to, "--lease", "1s"}, extra...)...)
 	cmd.Env = baseEnv()
@@ -55,7 +56,7 @@ func startRunner(t *testing.T, dir, to string, extra ...string) func() {
 		}
 		close(done)
 	}()
-	return func() {
+	return func() string {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		err := cmd.Wait()
 		<-done
@@ -63,6 +64,7 @@ func startRunner(t *testing.T, dir, to string, extra ...string) func() {
 		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == exitInterrupted) {
 			t.Errorf("job run ended with %v, want exit status %d (interrupted):\n%s", err, exitInterrupted, out.String())
 		}
+		return out.String()
 	}
 }
 
@@ -109,6 +111,10 @@ func TestJobCLI(t *testing.T) {
 	}
 	if r := cli(t, exitError, "job", "cancel", dir, "leaks"); !strings.Contains(r.stderr, "ended") {
 		t.Fatalf("cancel a completed job: %s", r)
+	}
+	// Created again: it says that it ended, and how.
+	if r := cli(t, exitError, "job", "create", dir, "--id", "leaks", "--where", "reason=leak", "--at", at); !strings.Contains(r.stderr, "leaks completed") || !strings.Contains(r.stderr, "7 delivered") {
+		t.Fatalf("create the completed job again: %s", r)
 	}
 	if _, err := os.Stat(dir + "/.tables/jobs"); err != nil {
 		t.Fatalf("the jobs are not in the dump's directory: %v", err)
@@ -207,5 +213,20 @@ func TestJobControlWhileRunning(t *testing.T) {
 	r := cli(t, 0, "restore", dir, "--dry-run")
 	if !strings.Contains(r.stdout, fmt.Sprintf("would deliver    %d records", 3000-n1)) {
 		t.Fatalf("after the cancel (%d delivered): %s", n1, r)
+	}
+}
+
+// `dlqdump job run` says when a job starts and ends, with its counts.
+func TestJobRunLogs(t *testing.T) {
+	dir := makeSample(t)
+	tg := newTarget(t, nil)
+	cli(t, 0, "job", "create", dir, "--id", "logged", "--where", "reason=leak")
+	stop := startRunner(t, dir, tg.URL)
+	cli(t, 0, "job", "wait", dir, "logged", "--timeout", "1m")
+	out := stop()
+	for _, want := range []string{"job started", "job=logged", "job completed", "delivered=7"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("job run printed no %q:\n%s", want, out)
+		}
 	}
 }

@@ -320,24 +320,41 @@ func onlyNoKey(err error, rep *dlqdump.Report) bool {
 // logger returns a logger for the library's warnings, printed on stderr as
 // "dlqdump: warning: MESSAGE key=value ...".
 func (a *app) logger() *slog.Logger {
-	return slog.New(&warnHandler{a: a})
+	return slog.New(&warnHandler{a: a, level: slog.LevelWarn})
 }
 
-// warnHandler prints warnings and errors through app.printErr. The
+// eventLogger returns a logger for a long-running command's events too
+// (dlqdump job run: every job's start, end, pause, cancel, hand-over and
+// failure), printed on stderr with their time as "TIME dlqdump: MESSAGE
+// key=value ..." (unless --quiet), the warnings as logger prints them.
+func (a *app) eventLogger() *slog.Logger {
+	return slog.New(&warnHandler{a: a, level: slog.LevelInfo, times: true})
+}
+
+// warnHandler prints records of level and above through app.printErr. The
 // Restorer's component and owner attributes are left out.
 type warnHandler struct {
 	a     *app
+	level slog.Level
+	times bool // each line starts with the record's time
 	attrs []slog.Attr
 }
 
-// Enabled reports whether records of level l are printed: warnings and
-// errors.
-func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+// Enabled reports whether records of level l are printed.
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.level && (l >= slog.LevelWarn || !h.a.quiet)
+}
 
 // Handle prints a record as one line.
 func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	b.WriteString("dlqdump: warning: ")
+	if h.times {
+		b.WriteString(r.Time.UTC().Format("2006-01-02T15:04:05.000Z "))
+	}
+	b.WriteString("dlqdump: ")
+	if r.Level >= slog.LevelWarn {
+		b.WriteString("warning: ")
+	}
 	b.WriteString(r.Message)
 	add := func(at slog.Attr) bool {
 		if at.Key == "component" || at.Key == "owner" || at.Equal(slog.Attr{}) {
@@ -359,7 +376,7 @@ func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 
 // WithAttrs returns a handler printing attrs with every record.
 func (h *warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &warnHandler{a: h.a, attrs: append(slices.Clip(h.attrs), attrs...)}
+	return &warnHandler{a: h.a, level: h.level, times: h.times, attrs: append(slices.Clip(h.attrs), attrs...)}
 }
 
 // WithGroup returns h: groups are not shown.

@@ -439,11 +439,13 @@ function renderJobs(r) {
     const act = (verb, label) => acts.append(el('button', {'data-verb': verb, 'data-job': j.id, text: label, onclick: () => controlJob(j, verb)}), ' ');
     if (acts) {
       if (j.state === 'pending' || j.state === 'running') act('pause', 'Pause');
-      if (j.state === 'paused') act('resume', 'Resume');
+      if (j.state === 'paused' || j.state === 'failed') act('resume', 'Resume');
       if (!['completed', 'failed', 'cancelled'].includes(j.state)) act('cancel', 'Cancel');
     }
     let note = j.error || j.waiting || '';
     if (j.request) note = (note ? note + ' · ' : '') + j.request + ' asked';
+    if (j.refused) note = (note ? note + ' · ' : '') + 'refused ' + j.refused;
+    if (j.next && (j.state === 'pending' || j.state === 'running')) note = (note ? note + ' · ' : '') + 'next ' + fmtTime(j.next);
     body.append(el('tr', {'data-job': j.id},
       el('td', {class: 'mono', text: j.id}),
       el('td', {class: 'state ' + j.state, text: j.state}),
@@ -468,9 +470,9 @@ function renderJobs(r) {
 }
 async function controlJob(j, verb) {
   const what = {pause: 'Pause', resume: 'Resume', cancel: 'Cancel'}[verb];
-  const lines = [{pause: 'A running job stops at its next block boundary and waits; nothing is lost, resume it later.',
+  const lines = [{pause: 'A running job stops at its next record, within about a second, and waits; nothing is lost, resume it later.',
     resume: 'The job becomes due again at once and a runner takes it on where it stopped.',
-    cancel: 'The job ends for good at its next block boundary; the records it did not deliver stay where they are.'}[verb],
+    cancel: 'The job ends for good at its next record, within about a second; the records it did not deliver stay where they are.'}[verb],
     'Job ' + j.id + ': ' + jobSelection(j) + ' — ' + fmtNum(j.delivered) + ' delivered so far.'];
   if (!await confirmAction(what + ' job ' + j.id + '?', lines)) return;
   try {

@@ -130,29 +130,39 @@ func (cl *Claim) SaveFinal(ctx context.Context, progress json.RawMessage, to Des
 	return cl.writeLocked(ctx, "renew", rec)
 }
 
-// Release ends the claim, keeping the last saved progress: the segment may be
-// claimed by anyone at once and resumes there.
+// Release ends the claim, keeping the last saved progress and any request
+// written into the record from outside: the segment may be claimed by anyone
+// at once and resumes there.
 func (cl *Claim) Release(ctx context.Context) error {
-	return cl.ReleaseWith(ctx, nil, cl.Control())
+	return cl.ReleaseDecided(ctx, func(control string) (json.RawMessage, string) { return nil, control })
 }
 
-// ReleaseWith ends the claim as Release does, in the same write saving
-// progress (nil keeps the last) and setting the request from outside to
-// control (the holder acknowledging a request clears it). A finish the
-// claim decided (Finish, SaveFinal) stays decided: the next claim completes
-// it.
-func (cl *Claim) ReleaseWith(ctx context.Context, progress json.RawMessage, control string) error {
+// ReleaseDecided ends the claim as Release does, in one write of the
+// progress (nil keeps the last) and request that decide returns for the
+// request stored in the record (Control: "" for none). decide is called with
+// the request the claim's last write found and, should the write meet a
+// request written into the record since, again with that one: what is
+// written was decided on the request it replaces, so that a request is
+// acted on or kept, never overwritten unseen (the holder acknowledging one
+// returns ""). A finish the claim decided (Finish, SaveFinal) stays
+// decided: the next claim completes it.
+func (cl *Claim) ReleaseDecided(ctx context.Context, decide func(control string) (progress json.RawMessage, keep string)) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	rec := cl.rec
-	rec.Token, rec.Control = "", control
-	if rec.To == nil {
-		rec.State = StateOpen
-	}
-	if progress != nil {
-		rec.Progress = progress
-	}
-	if err := cl.writeLocked(ctx, "release", rec); err != nil {
+	base := cl.rec
+	err := cl.writeBuiltLocked(ctx, "release", func(control string) Record {
+		rec := base
+		progress, keep := decide(control)
+		rec.Token, rec.Control = "", keep
+		if rec.To == nil {
+			rec.State = StateOpen
+		}
+		if progress != nil {
+			rec.Progress = progress
+		}
+		return rec
+	})
+	if err != nil {
 		return err
 	}
 	cl.ended = true
@@ -352,12 +362,25 @@ func (cl *Claim) lostLocked(op string, cause error) error {
 }
 
 // writeLocked writes rec (its Rev raised above the stored one) if the record
-// is still ours.
+// is still ours, keeping the request from outside it finds there.
 func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
+	return cl.writeBuiltLocked(ctx, op, func(control string) Record {
+		r := rec
+		r.Control = control
+		return r
+	})
+}
+
+// writeBuiltLocked writes the record build makes for the request from
+// outside stored in it (the one the last write found, then the one a
+// conflicting write finds), if the record is still ours.
+func (cl *Claim) writeBuiltLocked(ctx context.Context, op string, build func(control string) Record) error {
 	if err := cl.usableLocked(op); err != nil {
 		return err
 	}
+	control := cl.rec.Control
 	for range 3 {
+		rec := build(control)
 		rec.Rev = cl.rec.Rev + 1
 		rec.Written = time.Now().UTC()
 		b := rec.marshal()
@@ -399,7 +422,7 @@ func (cl *Claim) writeLocked(ctx context.Context, op string, rec Record) error {
 		// failure, or a request was written into the record from
 		// outside: go on from it, keeping the request.
 		cl.rec.Rev, cl.version = r.Rev, curVersion
-		rec.Control = r.Control
+		control = r.Control
 	}
 	return fmt.Errorf("dlqdump: %s segment %s: its record keeps changing", op, cl.name)
 }

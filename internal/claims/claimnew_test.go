@@ -56,7 +56,7 @@ func TestClaimNew(t *testing.T) {
 	if err := ca.Save(ctx, json.RawMessage(`{"seq":3}`)); err != nil {
 		t.Fatalf("the claim ClaimNew took: %v", err)
 	}
-	if err := ca.ReleaseWith(ctx, json.RawMessage(`{"seq":4}`), ""); err != nil {
+	if err := ca.ReleaseDecided(ctx, func(string) (json.RawMessage, string) { return json.RawMessage(`{"seq":4}`), "" }); err != nil {
 		t.Fatal(err)
 	}
 	cb2, err := b.ClaimNew(ctx, "a.dlq")

@@ -38,7 +38,7 @@ func TestClaimSeen(t *testing.T) {
 	if _, err := b.ClaimSeen(ctx, seenB, nil); !errors.Is(err, ErrClaimed) {
 		t.Fatalf("ClaimSeen of a live claim = %v, want ErrClaimed", err)
 	}
-	if err := cl.ReleaseWith(ctx, json.RawMessage(`{"state":"pending"}`), ""); err != nil {
+	if err := cl.ReleaseDecided(ctx, func(string) (json.RawMessage, string) { return json.RawMessage(`{"state":"pending"}`), "" }); err != nil {
 		t.Fatal(err)
 	}
 	// Looked at released, changed before the claim (a request written

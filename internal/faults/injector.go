@@ -207,6 +207,10 @@ func CallFailing[T any](ctx context.Context, in *Injector, op Op, fn func() (T, 
 	var zero T
 	fault := &Error{Point: *p}
 	switch p.Mode {
+	case Mark:
+		v, err := fn()
+		in.observe(Event{Op: op, K: k, Fault: p, Err: err})
+		return v, err
 	case Pause, PauseAfter:
 		if p.Mode == Pause {
 			in.pause(*p)

@@ -46,9 +46,13 @@ const (
 	// PauseAfter makes the call and then pauses as Pause does, before its
 	// caller sees the answer.
 	PauseAfter
+	// Mark makes the call as usual, once Injector.OnFire returned: an
+	// event interleaved just before the call (a restore job paused or
+	// cancelled from outside, say), not a fault of the call.
+	Mark
 )
 
-var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall", StallAfter: "stall-after", Pause: "pause", PauseAfter: "pause-after"}
+var modeNames = [...]string{Fail: "fail", Lost: "lost", Crash: "crash", CrashAfter: "crash-after", Stall: "stall", StallAfter: "stall-after", Pause: "pause", PauseAfter: "pause-after", Mark: "mark"}
 
 // String returns the mode's name: "fail", "lost", "crash", "crash-after",
 // "stall", "stall-after", "pause" or "pause-after".
@@ -78,6 +82,8 @@ func (m Mode) Describe() string {
 		return "process paused past its lease before the call, then goes on"
 	case PauseAfter:
 		return "process paused past its lease after the call took effect, then goes on"
+	case Mark:
+		return "an event just before the call, which is made as usual"
 	}
 	return m.String()
 }
@@ -89,7 +95,7 @@ func ParseMode(s string) (Mode, error) {
 			return Mode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after, stall, stall-after, pause or pause-after)", s)
+	return 0, fmt.Errorf("faults: unknown mode %q (want fail, lost, crash, crash-after, stall, stall-after, pause, pause-after or mark)", s)
 }
 
 // Kills reports whether the mode ends the process.

@@ -12,7 +12,7 @@ import (
 // heartbeats: none runs, or none serves its destination; "" when it is not
 // due, or a runner that serves it lives.
 func JobWaiting(ctx context.Context, st *jobs.Store, j *jobs.Job) string {
-	if j.State != jobs.Pending || j.At.After(time.Now()) {
+	if j.State != jobs.Pending || j.Due().After(time.Now()) {
 		return ""
 	}
 	var runners []jobs.RunnerInfo
@@ -26,7 +26,7 @@ func JobWaiting(ctx context.Context, st *jobs.Store, j *jobs.Job) string {
 
 // JobWaitingAmong is JobWaiting with the runners' heartbeats read already.
 func JobWaitingAmong(j *jobs.Job, runners []jobs.RunnerInfo) string {
-	if j.State != jobs.Pending || j.At.After(time.Now()) {
+	if j.State != jobs.Pending || j.Due().After(time.Now()) {
 		return ""
 	}
 	var live, serving int

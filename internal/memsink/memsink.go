@@ -331,8 +331,16 @@ func (s *Store) Table(name string) (sink.Records, error) {
 
 // table is a table of records of a Store, under the Store's lock.
 type table struct {
-	s *Store
-	m map[string]record
+	s       *Store
+	m       map[string]record
+	changes uint64 // records added or removed (sink.Stamper)
+}
+
+// Stamp counts the records added and removed (sink.Stamper).
+func (t *table) Stamp(ctx context.Context) (string, error) {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return strconv.FormatUint(t.changes, 10), ctx.Err()
 }
 
 func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
@@ -346,14 +354,26 @@ func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVers
 	if err := sink.CheckKey(key); err != nil {
 		return "", err
 	}
-	return t.s.writeRecord(ctx, t.m, key, data, ifVersion)
+	v, err := t.s.writeRecord(ctx, t.m, key, data, ifVersion)
+	if err == nil && ifVersion == "" {
+		t.s.mu.Lock()
+		t.changes++
+		t.s.mu.Unlock()
+	}
+	return v, err
 }
 
 func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 	if err := sink.CheckKey(key); err != nil {
 		return err
 	}
-	return t.s.deleteRecord(ctx, t.m, key, ifVersion)
+	err := t.s.deleteRecord(ctx, t.m, key, ifVersion)
+	if err == nil {
+		t.s.mu.Lock()
+		t.changes++
+		t.s.mu.Unlock()
+	}
+	return err
 }
 
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {

@@ -50,6 +50,8 @@ func Example() {
 	// dlqdump_failures_total{queue="orders",reason="closed"} 0
 	// dlqdump_failures_total{queue="orders",reason="corrupt"} 0
 	// dlqdump_failures_total{queue="orders",reason="encode"} 0
+	// dlqdump_failures_total{queue="orders",reason="gone"} 0
+	// dlqdump_failures_total{queue="orders",reason="moved_away"} 0
 	// dlqdump_failures_total{queue="orders",reason="no_key"} 0
 	// dlqdump_failures_total{queue="orders",reason="not_a_copy"} 0
 	// dlqdump_failures_total{queue="orders",reason="not_durable"} 0

@@ -139,6 +139,8 @@ dlqdump_failures_total{queue="orders",reason="backpressure"} 0
 dlqdump_failures_total{queue="orders",reason="closed"} 0
 dlqdump_failures_total{queue="orders",reason="corrupt"} 0
 dlqdump_failures_total{queue="orders",reason="encode"} 0
+dlqdump_failures_total{queue="orders",reason="gone"} 0
+dlqdump_failures_total{queue="orders",reason="moved_away"} 0
 dlqdump_failures_total{queue="orders",reason="no_key"} 0
 dlqdump_failures_total{queue="orders",reason="not_a_copy"} 0
 dlqdump_failures_total{queue="orders",reason="not_durable"} 0
@@ -190,6 +192,7 @@ dlqdump_quarantined_records_total{queue="orders",reason="decode"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="progress"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="refused"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="replays"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="too_large"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="unencrypted"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="version"} 0
 # HELP dlqdump_quarantined_segments Segments in quarantine, refreshed every check interval.
@@ -211,11 +214,11 @@ dlqdump_retries_total{queue="orders"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), allMetrics[:len(allMetrics)-len(jobMetrics)]...); err != nil {
 		t.Fatal(err)
 	}
-	// 20 series, a series for each other failure (12), quarantine (6)
+	// 20 series, a series for each other failure (14), quarantine (7)
 	// and retention (8) reason from the start, and the jobs': running,
 	// started by how (2), ended by state (5), records, the start delay.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+12+6+8+10 {
-		t.Fatalf("series = %d, %v; want 56", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+14+7+8+10 {
+		t.Fatalf("series = %d, %v; want 59", n, err)
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 	"github.com/dlqdump/dlqdump/internal/faults"
 )
 
-// EnvOnly names one point to run alone (as faults.ParsePoint reads it), or
-// "cancel@N" for one cancellation.
+// EnvOnly names one point to run alone (as faults.ParsePoint reads it),
+// "cancel@N" for one cancellation, or "REQUEST@before:POINT" for one control
+// run ("pause+resume@before:Table.WriteRecord#7/mark").
 const EnvOnly = "DLQDUMP_RESTORE_FAULTS"
 
 // Selection says which runs Explore makes.
@@ -25,6 +26,10 @@ type Selection struct {
 	// Cancels runs the scenario cancelled after each block's deliveries
 	// (every Cancels-th block boundary; 1 for all, 0 for none).
 	Cancels int
+	// Controls, in the jobs variant, interleaves each request (Controls)
+	// with the calls of ControlOps, sampled as Spread says, each call
+	// made as usual and with the runner paused there (see Control).
+	Controls bool
 }
 
 // The selections TestFaultsRestore and cmd/dlqdump-reliability run.
@@ -34,10 +39,11 @@ var (
 	// reporting failure, killing the process before and after it, and
 	// pausing it past its lease before and after it; and every fourth
 	// block boundary cancelled.
-	CI = Selection{Modes: AllModes, Spread: 2, Cancels: 4}
+	CI = Selection{Modes: AllModes, Spread: 2, Cancels: 4, Controls: true}
 	// Every is the full enumeration: every call of every operation in
-	// those six modes, and every block boundary cancelled.
-	Every = Selection{Modes: AllModes, Spread: 0, Cancels: 1}
+	// those six modes, every block boundary cancelled, and, in the jobs
+	// variant, every request before every call of ControlOps.
+	Every = Selection{Modes: AllModes, Spread: 0, Cancels: 1, Controls: true}
 	// AllModes are the modes of a fault point.
 	AllModes = []faults.Mode{faults.Fail, faults.Lost, faults.Crash, faults.CrashAfter, faults.Pause, faults.PauseAfter}
 )
@@ -121,10 +127,49 @@ func (h *Harness) Explore(ctx context.Context, sel Selection, each func(*Result)
 		}
 		add("cancel", r)
 	}
+	if sel.Controls && h.Variant.Jobs {
+		for _, p := range controlPoints(calls, sel.Spread) {
+			for _, ctl := range Controls {
+				if err := ctx.Err(); err != nil {
+					return rep, err
+				}
+				r, err := h.Control(ctx, p, ctl)
+				if err != nil {
+					return rep, err
+				}
+				add(string(ctl)+" at "+p.Mode.String(), r)
+			}
+		}
+	}
 	return rep, nil
 }
 
+// controlPoints returns the calls of ControlOps requests are interleaved
+// with, sampled as spread says (see Selection.Spread), in controlModes.
+func controlPoints(calls faults.Counts, spread int) []faults.Point {
+	ops := faults.Counts{}
+	for _, op := range ControlOps {
+		ops[op] = calls[op]
+	}
+	if spread != 0 {
+		return faults.Sample(ops, max(spread, 0), controlModes...)
+	}
+	return faults.All(ops, controlModes...)
+}
+
 func (h *Harness) only(ctx context.Context, only string, add func(string, *Result)) error {
+	if ctl, pt, ok := strings.Cut(only, "@before:"); ok {
+		p, err := faults.ParsePoint(pt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", EnvOnly, err)
+		}
+		r, err := h.Control(ctx, p, Control(ctl))
+		if err != nil {
+			return err
+		}
+		add(ctl+" at "+p.Mode.String(), r)
+		return nil
+	}
 	if n, ok := strings.CutPrefix(only, "cancel@"); ok {
 		var k int
 		if _, err := fmt.Sscan(n, &k); err != nil {

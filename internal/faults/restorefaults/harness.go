@@ -126,7 +126,7 @@ func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out.errs = append(out.errs, drive(ctx, h.Variant.Jobs, rd, r))
+	out.errs = append(out.errs, drive(ctx, h.Variant.Jobs, rd, r, nil))
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
@@ -158,49 +158,64 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 		}
 		out.delivered, res.Reached, out.childRan = got, killed, true
 		res.Fewer = !killed && calls[pt.Op] < pt.K
-	} else {
-		in := faults.New(pt)
-		var taker sync.WaitGroup
-		var taken outcome
-		if pt.Mode.Pauses() {
-			// Paused as a stopped process: another restorer takes its
-			// claims over and finishes the store, then it goes on.
-			in.OnFire = func(faults.Point) {
-				taker.Add(1)
-				go func() {
-					defer taker.Done()
-					defer in.Resume()
-					if err := finish(ctx, p, ids, h.Variant.Jobs, &taken); err != nil {
-						taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
-					}
-				}()
-			}
-		}
-		dst := &destination{}
-		rd := faults.WrapReader(p.Reader, in)
-		r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
-		if err != nil {
-			return nil, err
-		}
-		_ = drive(ctx, h.Variant.Jobs, rd, r) // errors are expected: the fault
-		taker.Wait()
-		in.Resume() // a pause that fired after the passes gave up
-		out.stats = append(out.stats, r.Stats())
-		_ = r.Close()
-		out.delivered = dst.items()
-		out.inProcess = len(out.delivered)
-		out.absorb(&taken)
-		res.Reached = len(in.Fired()) > 0
-		res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
+	} else if _, err := h.inProcess(ctx, p, ids, pt, nil, nil, &out, res); err != nil {
+		return nil, err // errors of the run are expected: the fault
 	}
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	if err := finish(ctx, p, ids, h.Variant.Jobs, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant.Jobs, nil, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 1, &out, res)
 	return res, nil
+}
+
+// inProcess runs the scenario in this process with the fault at pt (a
+// point of an in-process mode, or faults.Mark), into out and res: before,
+// when not nil, is called when it fires; with a pause, restorers without
+// faults (watched by w in a control run) take its claims over and finish
+// the store meanwhile, then it goes on. It returns what driving the
+// scenario returned.
+func (h *Harness) inProcess(ctx context.Context, p *Place, ids []envelope.Identity, pt faults.Point, w *controlWatch, before func(), out *outcome, res *Result) (driven, err error) {
+	in := faults.New(pt)
+	var taker sync.WaitGroup
+	var taken outcome
+	in.OnFire = func(faults.Point) {
+		if before != nil {
+			before()
+		}
+		if !pt.Mode.Pauses() {
+			return
+		}
+		// Paused as a stopped process: another restorer takes its claims
+		// over and finishes the store, then it goes on.
+		taker.Add(1)
+		go func() {
+			defer taker.Done()
+			defer in.Resume()
+			if err := finish(ctx, p, ids, h.Variant.Jobs, w, &taken); err != nil {
+				taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
+			}
+		}()
+	}
+	dst := &destination{}
+	rd := faults.WrapReader(p.Reader, in)
+	r, err := dlqdump.NewRestorer(config(rd, dst, &out.metrics, ids))
+	if err != nil {
+		return nil, err
+	}
+	driven = drive(ctx, h.Variant.Jobs, rd, r, w)
+	taker.Wait()
+	in.Resume() // a pause that fired after the passes gave up
+	out.stats = append(out.stats, r.Stats())
+	_ = r.Close()
+	out.delivered = dst.items()
+	out.inProcess = len(out.delivered)
+	out.absorb(&taken)
+	res.Reached = len(in.Fired()) > 0
+	res.Fewer = !res.Reached && in.Counts()[pt.Op] < pt.K
+	return driven, nil
 }
 
 // Cancel runs the scenario with the passes' context cancelled right after
@@ -224,13 +239,13 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = drive(cctx, h.Variant.Jobs, p.Reader, r)
+	_ = drive(cctx, h.Variant.Jobs, p.Reader, r, nil)
 	res.Reached = cctx.Err() != nil // cancelled, if only after the last delivery
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
 	out.inProcess = len(out.delivered)
-	if err := finish(ctx, p, ids, h.Variant.Jobs, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant.Jobs, nil, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 0, &out, res)
@@ -239,8 +254,9 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 
 // finish runs restorers without faults until the store is done: no ready
 // segment and no claim left (a claim left by the run is taken over once seen
-// unchanged for its lease); with jobs, the jobs are run to their end first.
-func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs bool, out *outcome) error {
+// unchanged for its lease); with jobs, the jobs are run to their end first
+// (w watching them in a control run).
+func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs bool, w *controlWatch, out *outcome) error {
 	dst := &destination{}
 	r, err := dlqdump.NewRestorer(config(p.Reader, dst, &out.metrics, ids))
 	if err != nil {
@@ -249,7 +265,7 @@ func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs boo
 	if withJobs {
 		// The jobs end first: completed, each once, whatever the run
 		// left of them.
-		if err := runJobs(ctx, p.Reader, r); err != nil {
+		if err := runJobs(ctx, p.Reader, r, w); err != nil {
 			out.stats = append(out.stats, r.Stats())
 			_ = r.Close()
 			got := dst.items()
@@ -346,7 +362,7 @@ func ChildMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	_ = drive(context.Background(), spec.Jobs, rd, r)
+	_ = drive(context.Background(), spec.Jobs, rd, r, nil)
 	_ = r.Close()
 	b, _ := json.Marshal(in.Counts())
 	fmt.Fprintf(os.Stdout, "%s%s\n", callsLine, b)

@@ -19,7 +19,10 @@ func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
 			"effect and reports failure (lost), kills the process just before (crash) or after it (crash-after), or "+
 			"pauses the process before (pause) or after it (pause-after) while a restorer without faults takes its "+
 			"claims over and finishes the store, after which the paused one goes on; and each block boundary is "+
-			"cancelled; restorers without faults then finish. Invariants: every record delivered or quarantined, at "+
+			"cancelled; restorers without faults then finish. Through the jobs, a pause, a cancel and a pause withdrawn by a resume "+
+			"are also asked of the job running just before each write of a table and of a segment's record, the call made as usual (mark) or "+
+			"with the runner paused there past its lease while another takes over (pause): each request must be acted on or refused, a withdrawn "+
+			"pause never leave the job paused, no ended job hold a request, and nothing be delivered twice after a controlled stop. Invariants: every record delivered or quarantined, at "+
 			"most one block delivered twice per interruption, the quarantine holds exactly the undeliverable records, "+
 			"nothing left in the store (no ready or staged segment: nothing a paused holder staged is ever published), "+
 			"the originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n")

@@ -215,14 +215,15 @@ const claimsLease = 150 * time.Millisecond
 
 // drive runs the scenario with r over rd: two passes, filtered on
 // reason=failed, then every record; or, with jobs, the same as two restore
-// jobs run one after the other. It returns the first error.
-func drive(ctx context.Context, jobs bool, rd sink.Reader, r *dlqdump.Restorer) error {
+// jobs run one after the other (w, when not nil, watches the requests a
+// control run makes of them). It returns the first error.
+func drive(ctx context.Context, jobs bool, rd sink.Reader, r *dlqdump.Restorer, w *controlWatch) error {
 	if !jobs {
 		_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}})
 		_, err2 := r.Run(ctx, dlqdump.RunOptions{})
 		return errors.Join(err1, err2)
 	}
-	return runJobs(ctx, rd, r)
+	return runJobs(ctx, rd, r, w)
 }
 
 // jobSpecs are the scenario's jobs, created (idempotently) one after the
@@ -232,9 +233,10 @@ var jobSpecs = []jobs.Spec{
 	{ID: "all"},
 }
 
-// runJobs creates each job and runs it with a runner on r, until it has
-// ended (or a job deadline).
-func runJobs(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer) error {
+// runJobs creates each job (one that ended already is left so) and runs it
+// with a runner on r, until it has ended (or a job deadline); w, when not
+// nil, is told of the jobs paused or cancelled, and resumes the paused.
+func runJobs(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer, w *controlWatch) error {
 	st, err := jobs.Open(rd)
 	if err != nil {
 		return err
@@ -249,10 +251,14 @@ func runJobs(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer) error {
 	}
 	defer rn.Close()
 	for _, spec := range jobSpecs {
-		if _, err := st.Create(ctx, spec); err != nil {
+		j, err := st.Create(ctx, spec)
+		if errors.Is(err, jobs.ErrFinished) && (j.State == jobs.Completed || j.State == jobs.Cancelled && w.cancelled(j.ID)) {
+			continue // ran before
+		}
+		if err != nil {
 			return err
 		}
-		if err := waitEnded(ctx, st, spec.ID); err != nil {
+		if err := waitEnded(ctx, st, spec.ID, w); err != nil {
 			return err
 		}
 	}
@@ -264,8 +270,9 @@ func runJobs(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer) error {
 const jobDeadline = 30 * time.Second
 
 // waitEnded waits until job id has ended, and returns an error unless it
-// completed.
-func waitEnded(ctx context.Context, st *jobs.Store, id string) error {
+// completed or, asked so (w), was cancelled. A job paused as asked is
+// resumed.
+func waitEnded(ctx context.Context, st *jobs.Store, id string, w *controlWatch) error {
 	ctx, cancel := context.WithTimeout(ctx, jobDeadline)
 	defer cancel()
 	for {
@@ -273,8 +280,14 @@ func waitEnded(ctx context.Context, st *jobs.Store, id string) error {
 		switch {
 		case err == nil && j.State == jobs.Completed:
 			return nil
+		case err == nil && j.State == jobs.Cancelled && w.cancelled(id):
+			return nil
 		case err == nil && j.State.Final():
 			return fmt.Errorf("job %s %s: %s", id, j.State, j.Error)
+		case err == nil && j.State == jobs.Paused && w != nil:
+			if err := w.paused(ctx, st, &j); err != nil {
+				return err
+			}
 		}
 		t := time.NewTimer(5 * time.Millisecond)
 		select {
