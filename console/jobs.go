@@ -179,48 +179,6 @@ type createJob struct {
 	Destination string            `json:"destination"`
 }
 
-// describe says what a job of this spec does, for the log.
-func describe(s *jobs.Spec) string {
-	var b strings.Builder
-	area := s.Area
-	if area == "" {
-		area = "ready"
-	}
-	fmt.Fprintf(&b, "restore %s records", area)
-	if len(s.Where) > 0 {
-		var kv []string
-		for k, v := range s.Where {
-			kv = append(kv, k+"="+v)
-		}
-		slices.Sort(kv)
-		fmt.Fprintf(&b, " where %s", strings.Join(kv, ", "))
-	}
-	if s.Select != "" {
-		fmt.Fprintf(&b, " that match %s", s.Select)
-	}
-	if !s.Since.IsZero() {
-		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
-	}
-	if !s.Until.IsZero() {
-		fmt.Fprintf(&b, " until %s", s.Until.Format(time.RFC3339))
-	}
-	if len(s.Segments) > 0 {
-		fmt.Fprintf(&b, " of %d segments", len(s.Segments))
-	}
-	if s.Limit > 0 {
-		fmt.Fprintf(&b, " (at most %d)", s.Limit)
-	}
-	if s.Rate > 0 {
-		fmt.Fprintf(&b, " at %g/s", s.Rate)
-	}
-	dest := s.Destination
-	if dest == "" {
-		dest = "(default)"
-	}
-	fmt.Fprintf(&b, " into %s", dest)
-	return b.String()
-}
-
 func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 	if h.jobs == nil {
 		writeError(w, http.StatusNotFound, "this store keeps no restore jobs")
@@ -236,9 +194,9 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
 	j, err := h.jobs.Create(ctx, spec)
-	what := "create job " + j.ID + ": " + describe(&spec)
+	what := "create job " + j.ID + ": " + spec.Describe()
 	if err == nil {
-		what = "create job " + j.ID + ": " + describe(&j.Spec) + ", due " + j.At.Format(time.RFC3339)
+		what = "create job " + j.ID + ": " + j.Spec.Describe() + ", due " + j.At.Format(time.RFC3339)
 	}
 	h.record(r, what, err, slog.String("job", j.ID))
 	if err != nil {

@@ -220,6 +220,8 @@ with informational messages.
 		newCatCmd(a),
 		newVerifyCmd(a),
 		newRestoreCmd(a),
+		newReplayCmd(a),
+		newDiscardCmd(a),
 		newCopyCmd(a, false),
 		newCopyCmd(a, true),
 		newQuarantineCmd(a),
