@@ -416,19 +416,21 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("segment %s was not released", qname)
 	}
 
-	// Every change is listed on the page and logged.
-	b.run("the jobs tab", chromedp.Click("#tab-jobs"))
-	b.wait("the changes", `document.querySelectorAll('#actions li').length === 5`)
-	acts := b.text("#actions")
-	for _, want := range []string{"create job " + job.ID, "pause job", "resume job", "cancel job", "release 1 of 1 quarantined segments"} {
+	// Every change is in the store's change log, on its page, and logged.
+	b.run("the change log", chromedp.Click("#tab-log"))
+	b.wait("the changes", `document.querySelectorAll('#log-body tr').length === 5`)
+	acts := b.text("#log-body")
+	for _, want := range []string{"job.create", "job.pause", "job.resume", "job.cancel", "release", "job " + job.ID, "released 1 of 1"} {
 		if !strings.Contains(acts, want) {
-			t.Errorf("the page's list of changes lacks %q: %q", want, acts)
+			t.Errorf("the change log page lacks %q: %q", want, acts)
 		}
+	}
+	for _, want := range []string{"console: job.create", "console: job.pause", "console: job.resume", "console: job.cancel", "console: release"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs.String())
 		}
 	}
-	b.shot("jobs.png")
+	b.shot("log.png")
 }
 
 // Read-only: no control on the page, and a POST forged from the page is
