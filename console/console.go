@@ -220,15 +220,34 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/jobs/{id}", h.handleJob)
 	m.HandleFunc("GET /api/log", h.handleLog)
 	m.HandleFunc("GET /api/log/verify", h.handleVerify)
-	m.HandleFunc("POST /api/jobs", h.change(RoleOperator, h.handleCreateJob))
-	m.HandleFunc("POST /api/jobs/{id}/{verb}", h.change(RoleOperator, h.handleControlJob))
-	m.HandleFunc("POST /api/release", h.change(RoleOperator, h.handleRelease))
-	m.HandleFunc("POST /api/replay", h.change(RoleOperator, h.handleReplay))
-	m.HandleFunc("POST /api/discard", h.change(RoleAdmin, h.handleDiscard))
+	for _, c := range h.changeRoutes() {
+		m.HandleFunc(c.pattern, h.change(c.role, c.fn))
+	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API: %s %s", r.Method, r.URL.Path)
 	})
 	h.mux = h.authorize(m)
+}
+
+// changeRoute is a change the console makes: a POST, through change, and
+// the least role it needs.
+type changeRoute struct {
+	pattern string
+	role    Role
+	fn      http.HandlerFunc
+}
+
+// changeRoutes lists every change the console makes. A new action is added
+// here, so that it is protected like the others (and the tests that refuse
+// each to a viewer find it).
+func (h *Handler) changeRoutes() []changeRoute {
+	return []changeRoute{
+		{"POST /api/jobs", RoleOperator, h.handleCreateJob},
+		{"POST /api/jobs/{id}/{verb}", RoleOperator, h.handleControlJob},
+		{"POST /api/release", RoleOperator, h.handleRelease}, // all: admin
+		{"POST /api/replay", RoleOperator, h.handleReplay},
+		{"POST /api/discard", RoleAdmin, h.handleDiscard},
+	}
 }
 
 // ServeHTTP serves the page, its assets and its API, with headers that

@@ -760,9 +760,9 @@ function renderJob(r) {
   row('velocity', s.rate ? s.rate + ' records/s' : "the runner's pace");
   if (s.limit) row('at most', fmtNum(s.limit) + ' records');
   if (s.windows) row('windows', s.windows.join(', ') + (s.tz ? ' (' + s.tz + ')' : ' (UTC)'));
-  row('due', j.due ? fmtDue(j) : fmtTime(j.at));
+  row('due', j.due && j.state !== 'running' ? fmtDue(j) : fmtTime(j.at));
   row('created', fmtTime(j.created));
-  row('started', j.started ? fmtTime(j.started) + (j.late_ms ? ' (' + fmtAge(j.late_ms / 1000) + ' after it was due)' : '') : 'not yet');
+  row('started', j.started ? fmtTime(j.started) + (j.late_ms >= 1000 ? ' (' + fmtAge(j.late_ms / 1000) + ' after it was due)' : ' (when due)') : 'not yet');
   row('finished', j.finished ? fmtTime(j.finished) : (['completed', 'failed', 'cancelled'].includes(j.state) ? '' : 'not yet'));
   row('runner', j.runner || '–');
   row('passes', String(j.attempts || 0) + (j.failures ? ' (' + j.failures + ' failed in a row since ' + fmtTime(j.failing_since) + ')' : ''));
@@ -797,7 +797,9 @@ function drawHistory(canvas, j, hist) {
     note.textContent = '';
     return;
   }
-  const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1000), max = Math.max(1, ...pts.map(p => p.n));
+  // A scale of whole records: four steps of a whole number each.
+  const ended = ['completed', 'failed', 'cancelled'].includes(j.state);
+  const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1000, ended ? 0 : Date.now()), max = 4 * Math.max(1, Math.ceil(Math.max(...pts.map(p => p.n)) / 4));
   const x = t => L + (W - L - 6) * (t - t0) / (t1 - t0), y = n => T + (H - T - B) * (1 - n / max);
   g.strokeStyle = '#ccd'; g.fillStyle = '#667'; g.font = '11px sans-serif';
   for (let i = 0; i <= 4; i++) {
@@ -808,6 +810,7 @@ function drawHistory(canvas, j, hist) {
   g.strokeStyle = '#2aa876'; g.lineWidth = 2;
   g.beginPath();
   pts.forEach((p, i) => { if (i === 0) g.moveTo(x(p.t), y(p.n)); else g.lineTo(x(p.t), y(p.n)); });
+  g.lineTo(x(t1), y(pts[pts.length - 1].n)); // unchanged since
   g.stroke();
   g.lineWidth = 1;
   g.fillStyle = '#667';
@@ -841,8 +844,9 @@ async function loadLog(reset) {
     const r = await api('log', p);
     for (const e of r.entries) { S.log.push(e); $('log-body').append(logRow(e)); }
     $('log-more').hidden = !r.more;
-    $('log-status').textContent = fmtNum(S.log.length) + ' entr' + (S.log.length === 1 ? 'y' : 'ies') + ' shown, newest first' + (r.more ? '' : ' · the first entry') +
-      ' · every change made to this store by the console, dlqdump and the programs that log theirs.' + (r.error ? ' Error: ' + r.error : '');
+    $('log-status').className = 'note';
+    $('log-status').textContent = fmtNum(S.log.length) + ' entr' + (S.log.length === 1 ? 'y' : 'ies') + ' shown, newest first' + (r.more ? ' (older ones below)' : '') +
+      ': every change made to this store by the console, dlqdump and the programs that log theirs. Click an entry for all of it.' + (r.error ? ' Error: ' + r.error : '');
   } catch (e) { flash('Change log: ' + e.message, true); }
 }
 function logRow(e) {
