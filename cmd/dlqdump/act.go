@@ -92,7 +92,10 @@ func (a *app) logRestore(l *location, f *restoreFlags, flt *filter, names []stri
 		action = changelog.ActionRestore
 	}
 	var scope []string
-	if !flt.sel.IsAll() {
+	switch {
+	case len(f.ids) > 0 && f.ff.onlyIDs():
+		scope = append(scope, idsScope(f.ids))
+	case !flt.sel.IsAll():
 		scope = append(scope, "select "+flt.sel.String())
 	}
 	if len(names) > 0 {
@@ -116,6 +119,21 @@ func (a *app) logRestore(l *location, f *restoreFlags, flt *filter, names []stri
 }
 
 func (f *restoreFlags) limit() uint64 { return f.ff.limit }
+
+// onlyIDs reports whether no filter but record IDs was given.
+func (f *filterFlags) onlyIDs() bool {
+	return f.sel == "" && f.since == "" && f.until == "" && len(f.where) == 0
+}
+
+// idsScope names records by their IDs for the change log, as the console
+// does.
+func idsScope(ids []segment.RecordID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return "records " + strings.Join(s, ", ")
+}
 
 func newDiscardCmd(a *app) *cobra.Command {
 	var (
@@ -167,7 +185,11 @@ what would be discarded.`,
 			if lease < time.Second {
 				return usageErrorf("--lease %s: want at least 1s", lease)
 			}
-			return a.discard(args[0], flt, dryRun, lease)
+			scope := "select " + flt.sel.String()
+			if len(ids) > 0 && ff.onlyIDs() {
+				scope = idsScope(ids)
+			}
+			return a.discard(args[0], flt, scope, dryRun, lease)
 		}),
 	}
 	fl := cmd.Flags()
@@ -183,7 +205,7 @@ what would be discarded.`,
 }
 
 // discard runs a discard pass over what flt selects.
-func (a *app) discard(loc string, flt *filter, dryRun bool, lease time.Duration) error {
+func (a *app) discard(loc string, flt *filter, scope string, dryRun bool, lease time.Duration) error {
 	l, err := a.open(loc, true)
 	if err != nil {
 		return err
@@ -215,7 +237,7 @@ func (a *app) discard(loc string, flt *filter, dryRun bool, lease time.Duration)
 		return runErr
 	}
 	if rep.Quarantined > 0 {
-		a.logChange(l, changelog.ActionDiscard, "select "+flt.sel.String(), fmt.Sprintf("discarded %s into the quarantine", plural(rep.Quarantined, "record")), runErr)
+		a.logChange(l, changelog.ActionDiscard, scope, fmt.Sprintf("discarded %s into the quarantine", plural(rep.Quarantined, "record")), runErr)
 	}
 	if !a.quiet {
 		a.printErr(fmt.Sprintf("discarded %s from %s into the quarantine (%q); restorable with dlqdump quarantine release, removed by the quarantine's retention",
