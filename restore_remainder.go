@@ -47,6 +47,11 @@ func (g *segRun) leave() error {
 // a restorer taking over after any interruption neither repeats more than a
 // block nor loses a record.
 func (g *segRun) readRemainder() error {
+	// Segments deliver one after another, as readBlocks does, so that a
+	// crash still delivers at most one block twice.
+	if err := g.turn.wait(g.ctx); err != nil {
+		return err // stopped before delivering anything
+	}
 	if g.hasQuarantineRuns() {
 		// Written first, so that the runs left are the remainder alone.
 		if err := g.writeSides(false); err != nil {
