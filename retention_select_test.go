@@ -7,43 +7,21 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
-	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
 // seedSources writes a segment into area for each entry of sources, its
-// records' "source" headers in order, an hour apart from base.
+// records' "source" headers (and payloads) in order, an hour apart from base.
 func seedSources(t *testing.T, dir string, area sink.Area, base time.Time, sources ...[]string) []string {
 	t.Helper()
-	rd := &fs.Reader{Directory: dir}
-	var out []string
-	for i, srcs := range sources {
-		created := base.Add(time.Duration(i) * time.Hour)
-		id := segment.NewID(created)
-		name := segment.FileName(created, id)
-		sw, err := rd.Create(t.Context(), area, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := segment.NewWriter(sw, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, src := range srcs {
-			if err := w.Add(created.Add(time.Duration(j)*time.Second), map[string]string{"source": src}, []byte(src)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := sw.Commit(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, name)
+	counts := make([]int, len(sources))
+	for i, s := range sources {
+		counts[i] = len(s)
 	}
-	return out
+	return seedHourly(t, dir, area, base, counts, func(i, j int) (map[string]string, []byte) {
+		return map[string]string{"source": sources[i][j]}, []byte(sources[i][j])
+	})
 }
 
 func rep(s string, n int) []string {

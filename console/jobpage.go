@@ -115,16 +115,9 @@ func (h *Handler) handleJob(w http.ResponseWriter, r *http.Request) {
 		Runners []runnerJSON   `json:"runners"`
 		Log     []logEntryJSON `json:"log"`
 		Error   string         `json:"error,omitempty"`
-	}{Runners: []runnerJSON{}, Log: []logEntryJSON{}}
+	}{Log: []logEntryJSON{}}
 	var runners []jobs.RunnerInfo
-	for ri, err := range h.jobs.Runners(ctx) {
-		if err != nil {
-			continue
-		}
-		runners = append(runners, ri)
-		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
-			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
-	}
+	runners, out.Runners = h.runners(ctx)
 	out.Job = h.jobOf(&j, runners, now)
 	out.History = h.jobHist.get(j.ID)
 	if out.History == nil {

@@ -110,6 +110,22 @@ type runnerJSON struct {
 	Live         bool     `json:"live"`
 }
 
+// runners returns the runners heard from, as read and as the page shows
+// them.
+func (h *Handler) runners(ctx context.Context) ([]jobs.RunnerInfo, []runnerJSON) {
+	var runners []jobs.RunnerInfo
+	out := []runnerJSON{}
+	for ri, err := range h.jobs.Runners(ctx) {
+		if err != nil {
+			continue
+		}
+		runners = append(runners, ri)
+		out = append(out, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
+			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
+	}
+	return runners, out
+}
+
 // handleJobs lists the jobs, newest first, and the runners heard from.
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	out := struct {
@@ -125,15 +141,8 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	now := time.Now()
-	var runners []jobs.RunnerInfo
-	for ri, err := range h.jobs.Runners(ctx) {
-		if err != nil {
-			continue
-		}
-		runners = append(runners, ri)
-		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
-			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
-	}
+	runners, rj := h.runners(ctx)
+	out.Runners = rj
 	ids := map[string]bool{}
 	for j, err := range h.jobs.List(ctx) {
 		if err != nil {
