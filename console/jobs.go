@@ -333,6 +333,8 @@ func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
 			result: fmt.Sprintf("released %d of %d", len(out.Released), len(names)), err: errors.Join(errs...)})
 	} else if len(errs) > 0 {
 		h.log.Warn("console: release failed", slog.String("who", principalOf(r).Name), slog.Any("segments", names), slog.Any("error", errors.Join(errs...)))
+	} else {
+		h.log.Info("console: release: released 0 of 0 (nothing to release; not a change)", slog.String("who", principalOf(r).Name))
 	}
 	code := http.StatusOK
 	if len(out.Failed) > 0 {
