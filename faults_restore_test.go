@@ -68,6 +68,9 @@ func TestFaultsRestore(t *testing.T) {
 		// record, with the call made as usual and with the runner
 		// paused there past its lease.
 		{"fs", dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
+		// A replay of one record and a discard of two by their IDs
+		// first: each call of theirs faulted too.
+		{"fs", dirs, restorefaults.Variant{Act: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: 2}},
 	} {
 		t.Run(tc.name+"-"+tc.variant.String(), func(t *testing.T) {
 			store := tc.store(t)

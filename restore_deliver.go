@@ -25,6 +25,10 @@ func (g *segRun) record(rec *segment.Record) error {
 	if g.opts.Limit > 0 && g.taken() >= g.opts.Limit {
 		return errStop
 	}
+	if g.opts.Discard != "" {
+		// Set aside as a refused record is, labelled DiscardLabel.
+		return g.settle(rec, outcome{kind: setAside, label: "discarded", reason: "discarded: " + g.opts.Discard})
+	}
 	replays := replaysOf(rec)
 	if r.c.MaxReplays >= 0 && replays >= r.c.MaxReplays {
 		return g.settle(rec, outcome{kind: setAside, label: "replays", reason: fmt.Sprintf("replayed %d times, MaxReplays is %d", replays, r.c.MaxReplays)})

@@ -105,6 +105,22 @@ type RunOptions struct {
 	// Destination names where the pass delivers: "" is Config.Queue,
 	// another name one of Config.Destinations. Default "".
 	Destination string
+	// Discard, when not "", sets every record the pass selects aside
+	// into the quarantine instead of delivering it, its quarantine header
+	// saying "discarded: " and Discard (say who decided and why, e.g.
+	// "by alice@ops-1: duplicate of ord-7"): a person's decision that the
+	// records are not to be replayed, never a silent delete. They are
+	// written to a quarantine side segment under the segment's claim, as
+	// refused records are, stay restorable (dlqdump quarantine release)
+	// until the quarantine's retention removes them, and are counted by
+	// MetricsWriter.Quarantine with the reason "discarded" (DiscardLabel)
+	// once their segment is finished, as every record set aside is:
+	// exactly once, whoever finishes it (Report.Quarantined counts them
+	// at once). Nothing is
+	// offered to the destination and nothing is decoded. A discard pass
+	// over a selection of record IDs ("id in (...)") reads only their
+	// blocks. Default "": deliver.
+	Discard string
 	// OnBlock, when set, is called after the checkpoint of every block
 	// the pass handles, with what the pass did so far. An error stops
 	// the pass there, at a block boundary (the segment is released where
@@ -190,6 +206,12 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 		if len(names) == 0 {
 			o.Segments = []string{} // names no segment at all
 		}
+	}
+	switch {
+	case o.Discard != "" && o.Area != AreaReady:
+		return fmt.Errorf("%w: RunOptions.Discard: records are discarded from the ready area, not %s", ErrConfig, o.Area)
+	case o.Discard != "" && o.sel.IsAll() && o.Segments == nil:
+		return fmt.Errorf("%w: RunOptions.Discard: select what to discard (Select, Since, Until, Where or Segments); a pass without would discard every record", ErrConfig)
 	}
 	return nil
 }

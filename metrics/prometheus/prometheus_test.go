@@ -189,6 +189,7 @@ dlqdump_pending_bytes{queue="orders"} 1234
 # TYPE dlqdump_quarantined_records_total counter
 dlqdump_quarantined_records_total{queue="orders",reason="damaged"} 3
 dlqdump_quarantined_records_total{queue="orders",reason="decode"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="discarded"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="progress"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="refused"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="replays"} 0
