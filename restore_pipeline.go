@@ -178,7 +178,12 @@ func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []st
 		partSize: min(max(len(names)/parts, minPart), seenPage),
 		jobs:     map[int]*segJob{}, passed: map[int]error{}, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
-	pl.listed = r.status.Load()
+	if len(opts.Segments) == 0 {
+		// The listing this pass made (passNames); a pass over named
+		// segments made none, and the last one's may be older than
+		// what its caller saw since (a claim it watched expire).
+		pl.listed = r.status.Load()
+	}
 	if pl.depth > 1 {
 		if st := pl.listed; st != nil && st.claimed > 0 {
 			pl.mu.Lock()

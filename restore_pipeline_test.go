@@ -559,3 +559,49 @@ func TestSegmentsInFlightLargeBlocksReadAlone(t *testing.T) {
 		t.Fatalf("%d segments of 1 MiB blocks had records at risk at once: they were read side by side", most)
 	}
 }
+
+// A pass over named segments (RunOptions.Segments: what dlqdump restore
+// runs again over the segments whose holders it watched go quiet) makes no
+// listing of its own, so it does not pass over a segment because the last
+// listing saw it held: it tries it, and takes it over once its holder has
+// left it unchanged for its lease. Before, the previous pass's listing
+// said "held" forever, and the killed CLI's segments stayed ready
+// (TestFaultPoints/restore/KILL-at-delivery-4: "segments still ready after
+// the run again").
+func TestNamedPassTakesOverWhatTheLastListingSawHeld(t *testing.T) {
+	mem := memsink.New()
+	names, _ := seedSegments(t, mem, 2, 5, []int{1})
+	dead, err := claims.NewClaimer(mem, "dead", claims.MinLease, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.Claim(t.Context(), names[1]); err != nil {
+		t.Fatal(err) // never renewed: its holder is gone
+	}
+	r := newRestorer(t, dlqdump.Config{Reader: mem, Queue: queueFunc(func(any) error { return nil }), Lease: claims.MinLease})
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Segments != 1 || rep.Claimed != 1 {
+		t.Fatalf("first pass: report %+v, want 1 segment restored and 1 claimed", rep)
+	}
+	// Each try observes the record; it is taken over a lease after the
+	// first look. A pass that never tries it would loop here: give up
+	// after many leases.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for tries := 0; ; tries++ {
+		rep, err := r.Run(t.Context(), dlqdump.RunOptions{Segments: names[1:]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Segments == 1 {
+			break
+		}
+		if tries == 1000 {
+			t.Fatalf("the segment of a dead holder was never taken over by passes over its name: %+v", rep)
+		}
+		<-tick.C
+	}
+}
