@@ -41,18 +41,41 @@ const (
 	readmeEnd   = "// README:end"
 )
 
-var snippetMarker = regexp.MustCompile(`^<!--\s*snippet:\s*(\S+)\s+(\w+)\s*-->$`)
+var (
+	snippetMarker = regexp.MustCompile(`^<!--\s*snippet:\s*(\S+)\s+(\w+)\s*-->$`)
+	programMarker = regexp.MustCompile(`^<!--\s*program:\s*(\w+)\s*-->$`)
+)
 
-// readmeBlock is a ```go block of the README.
+// readmePrograms are the whole programs the Markdown files may hold, marked
+// <!-- program: NAME --> before their go block, each with the test that
+// builds and runs it as a reader would (from the file, not from a copy).
+var readmePrograms = map[string]string{
+	"quickstart": "TestReadmeQuickstart",
+}
+
+// snippetFiles are the Markdown files whose go blocks are tested code: the
+// README and every page of docs/.
+func snippetFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"README.md"}, docs...)
+}
+
+// readmeBlock is a ```go block of the README or a docs/ page.
 type readmeBlock struct {
+	file     string // the Markdown file
 	line     int    // of the opening fence
 	heading  string // the section it is in
 	code     string
-	dir, fun string // from the marker before it; empty when there is none
+	dir, fun string // from the snippet marker before it; empty when there is none
+	program  string // from the program marker before it; empty when there is none
 }
 
-// readmeBlocks returns the Go blocks of a Markdown text.
-func readmeBlocks(text string) ([]readmeBlock, error) {
+// readmeBlocks returns the Go blocks of a Markdown text, file's contents.
+func readmeBlocks(file, text string) ([]readmeBlock, error) {
 	var blocks []readmeBlock
 	lines := strings.Split(text, "\n")
 	heading, marker, markerLine := "", "", 0
@@ -61,7 +84,7 @@ func readmeBlocks(text string) ([]readmeBlock, error) {
 		switch {
 		case strings.HasPrefix(l, "#"):
 			heading = strings.TrimSpace(strings.TrimLeft(l, "#"))
-		case snippetMarker.MatchString(l):
+		case snippetMarker.MatchString(l) || programMarker.MatchString(l):
 			marker, markerLine = l, i+1
 		case strings.HasPrefix(l, "```"):
 			lang := strings.TrimSpace(strings.TrimPrefix(l, "```"))
@@ -71,44 +94,69 @@ func readmeBlocks(text string) ([]readmeBlock, error) {
 				code = append(code, lines[i])
 			}
 			if i == len(lines) {
-				return nil, fmt.Errorf("README.md:%d: code block never closed", start+1)
+				return nil, fmt.Errorf("%s:%d: code block never closed", file, start+1)
 			}
 			if lang != "go" {
 				if marker != "" {
-					return nil, fmt.Errorf("README.md:%d: the snippet marker %q is followed by a %q block, not a go block", markerLine, marker, lang)
+					return nil, fmt.Errorf("%s:%d: the snippet marker %q is followed by a %q block, not a go block", file, markerLine, marker, lang)
 				}
 				continue
 			}
-			b := readmeBlock{line: start + 1, heading: heading, code: strings.Join(code, "\n")}
+			b := readmeBlock{file: file, line: start + 1, heading: heading, code: strings.Join(code, "\n")}
 			if m := snippetMarker.FindStringSubmatch(marker); m != nil {
 				b.dir, b.fun = m[1], m[2]
+			}
+			if m := programMarker.FindStringSubmatch(marker); m != nil {
+				b.program = m[1]
 			}
 			blocks = append(blocks, b)
 			marker = ""
 		case l != "" && marker != "":
-			return nil, fmt.Errorf("README.md:%d: the snippet marker of line %d must be followed by a go block, found %q", i+1, markerLine, l)
+			return nil, fmt.Errorf("%s:%d: the snippet marker of line %d must be followed by a go block, found %q", file, i+1, markerLine, l)
 		}
 	}
 	return blocks, nil
 }
 
-// TestReadmeSnippets checks that every Go block in README.md is the code of
-// a test that runs (see the comment above).
+// TestReadmeSnippets checks that every Go block in README.md and in the
+// pages of docs/ is the code of a test that runs (see the comment above), or
+// a whole program a test builds and runs (readmePrograms).
 func TestReadmeSnippets(t *testing.T) {
-	text, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+	var blocks []readmeBlock
+	perFile := map[string]int{}
+	for _, file := range snippetFiles(t) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := readmeBlocks(file, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		perFile[file] = len(bs)
+		blocks = append(blocks, bs...)
 	}
-	blocks, err := readmeBlocks(string(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no go blocks: is the parser broken?")
+	if perFile["README.md"] == 0 || len(blocks) < 10 {
+		t.Fatalf("go blocks per file: %v: is the parser broken?", perFile)
 	}
 	used := map[string]string{}
 	for _, b := range blocks {
-		where := fmt.Sprintf("README.md:%d (section %q, starting %q)", b.line, b.heading, firstLine(b.code))
+		where := fmt.Sprintf("%s:%d (section %q, starting %q)", b.file, b.line, b.heading, firstLine(b.code))
+		if b.program != "" {
+			test, ok := readmePrograms[b.program]
+			switch {
+			case !ok:
+				t.Errorf("%s: no test runs the program %q: add it to readmePrograms with the test that builds and runs it", where, b.program)
+			case used["program "+b.program] != "":
+				t.Errorf("%s: a second program %q (the first: %s)", where, b.program, used["program "+b.program])
+			case !testDefined(t, test):
+				t.Errorf("%s: the program %q: no func %s in ./*_test.go", where, b.program, test)
+			default:
+				used["program "+b.program] = where
+				t.Logf("%s: the program %q, built and run by %s", where, b.program, test)
+			}
+			continue
+		}
 		if b.fun == "" {
 			t.Errorf("%s: this Go snippet is not tested. Put the same code in an Example (with an // Output: comment) or a Test, "+
 				"between the lines %q and %q, and put <!-- snippet: DIR FUNC --> on the line before the block: see the README's Tests section", where, readmeBegin, readmeEnd)
@@ -124,9 +172,29 @@ func TestReadmeSnippets(t *testing.T) {
 			t.Errorf("%s: %v", where, err)
 		}
 	}
-	if !t.Failed() {
-		t.Logf("%d Go snippets in README.md, each the code of a test", len(blocks))
+	for name := range readmePrograms {
+		if used["program "+name] == "" {
+			t.Errorf("no <!-- program: %s --> block in README.md or docs/: its test has nothing to run", name)
+		}
 	}
+	if !t.Failed() {
+		t.Logf("%d Go blocks (per file: %v), each the code of a test", len(blocks), perFile)
+	}
+}
+
+// testDefined reports whether this package's tests define func name.
+func testDefined(t *testing.T, name string) bool {
+	files, _ := filepath.Glob("*_test.go")
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), "\nfunc "+name+"(t *testing.T) {") {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLine(s string) string {
@@ -417,18 +485,24 @@ func lineDiff(got, want string) string {
 // formatting but not code or comments.
 func TestReadmeHarness(t *testing.T) {
 	md := "# T\n\n## One\n\n```go\nx := 1\n```\n\n<!-- snippet: . ExampleX -->\n```go\ny := 2\n```\n\n```sh\necho\n```\n"
-	blocks, err := readmeBlocks(md)
+	blocks, err := readmeBlocks("T.md", md)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(blocks) != 2 || blocks[0].fun != "" || blocks[0].heading != "One" || blocks[0].line != 5 || blocks[1].fun != "ExampleX" || blocks[1].dir != "." {
 		t.Fatalf("blocks = %+v", blocks)
 	}
-	if _, err := readmeBlocks("<!-- snippet: . ExampleX -->\n```sh\necho\n```\n"); err == nil {
+	if _, err := readmeBlocks("T.md", "<!-- snippet: . ExampleX -->\n```sh\necho\n```\n"); err == nil {
 		t.Error("a marker before a sh block was accepted")
 	}
-	if _, err := readmeBlocks("<!-- snippet: . ExampleX -->\ntext\n```go\nx := 1\n```\n"); err == nil {
+	if _, err := readmeBlocks("T.md", "<!-- snippet: . ExampleX -->\ntext\n```go\nx := 1\n```\n"); err == nil {
 		t.Error("a marker followed by text was accepted")
+	}
+	if _, err := readmeBlocks("T.md", "<!-- program: quickstart -->\n```sh\necho\n```\n"); err == nil {
+		t.Error("a program marker before a sh block was accepted")
+	}
+	if bs, err := readmeBlocks("T.md", "<!-- program: quickstart -->\n```go\npackage main\n```\n"); err != nil || len(bs) != 1 || bs[0].program != "quickstart" || bs[0].fun != "" {
+		t.Errorf("a program block: %+v, %v", bs, err)
 	}
 	a, _ := formatStatements("x := f(1,\n2)   // c\nif x > 0 { g() }")
 	b, _ := formatStatements("\t\tx := f(1,\n\t\t\t2) // c\n\t\tif x > 0 {\n\t\t\tg()\n\t\t}")
