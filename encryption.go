@@ -22,8 +22,8 @@ var ErrNoKey = segment.ErrNoKey
 // Encryption configures encryption at rest (Config.Encryption): every
 // segment the Queue writes gets a random data key that seals its blocks with
 // AES-256-GCM after compression, stored in the segment wrapped for each of
-// Recipients; a Restorer unwraps it with one of Identities. See the README,
-// "Encryption at rest", for what is and is not encrypted.
+// Recipients; a Restorer unwraps it with one of Identities. See docs/ENCRYPTION.md
+// for what is and is not encrypted.
 type Encryption struct {
 	// Recipients can read the segments the Queue writes: the data key of
 	// each segment is wrapped for every one of them when the segment is

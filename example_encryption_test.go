@@ -17,7 +17,7 @@ import (
 
 // Encrypt the dump at rest: the Queue needs only the public key (the
 // recipient), the Restorer the private key (the identity), kept in a file
-// as age-keygen writes it. The README's "Encryption at rest" shows this
+// as age-keygen writes it. docs/ENCRYPTION.md shows this
 // code.
 func Example_encryption() {
 	dir, _ := os.MkdirTemp("", "dlq")

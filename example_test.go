@@ -112,7 +112,7 @@ func (w orderWorker) Do(x any) error {
 
 // README:end Order
 
-// The README's first snippet (section "Attach a dump to a koykov queue"), in
+// docs/DUMP.md's first snippet (section "Attach a dump to a koykov queue"), in
 // the program the issue 20 reporter wrote from the README: producers, a
 // worker failing one order in five, and the README's shutdown running while
 // the queue is full and every worker busy. Every order accepted is processed

@@ -366,7 +366,7 @@ func TestForgedFooter(t *testing.T) {
 // blocks left are intact and authentic, and nothing records how many there
 // were: the Restorer delivers them and removes the segment. It is no more
 // than deleting the segment, which anyone who can write to the store can
-// do; the README says so ("What is encrypted, and what is not").
+// do; docs/ENCRYPTION.md says so ("What is encrypted, and what is not").
 func TestTruncatedAndResealed(t *testing.T) {
 	a := newIdentity(t)
 	items, _ := encItems("truncated", 600)

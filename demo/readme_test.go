@@ -9,22 +9,23 @@ import (
 	"testing"
 )
 
-// readmeScenario returns the lines of README.md's console block that shows
-// the headless scenario, without the command line.
+// readmeScenario returns the lines of docs/DEMO.md's console block that
+// shows the headless scenario, without the command line (the README links
+// that page).
 func readmeScenario(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "DEMO.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const cmd = "$ go run ./demo -scenario burst -duration 60s\n"
 	_, after, ok := strings.Cut(string(b), "```console\n"+cmd)
 	if !ok {
-		t.Fatalf("README.md has no console block starting with %q", cmd)
+		t.Fatalf("docs/DEMO.md has no console block starting with %q", cmd)
 	}
 	block, _, ok := strings.Cut(after, "```")
 	if !ok {
-		t.Fatal("README.md: the scenario's console block is not closed")
+		t.Fatal("docs/DEMO.md: the scenario's console block is not closed")
 	}
 	return strings.Split(strings.TrimRight(block, "\n"), "\n")
 }
