@@ -5,6 +5,7 @@
 //
 //	go run ./demo                                   # dashboard on http://127.0.0.1:8080/
 //	go run ./demo -scenario burst -duration 60s     # scripted load, summary table, exit status
+//	go run ./demo -dir DIR -scenario restore        # put back what a run left in DIR, dump nothing new
 //
 // # The scene
 //
@@ -95,7 +96,11 @@
 // produced - processed - quarantined, and the task ledger (where each task
 // ended, by state). It exits with status 1 unless lost is 0, the ledger adds
 // up and restored + quarantined = dumped. -scenario steady keeps -producers
-// for the whole duration.
+// for the whole duration. -scenario restore runs no producers: the
+// Restorer puts back what an earlier run left in -dir (or -s3), the workers
+// process it, and the summary counts it as "found"; it exits with status 1
+// unless every record found was restored or quarantined and nothing was
+// lost. It is what the exit message of a run that left segments says to run.
 //
 // # Flags
 //
@@ -186,7 +191,7 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		addr        = fset.String("addr", "127.0.0.1:8080", "listen address")
 		dir         = fset.String("dir", "", "segment directory (default: a new temporary directory)")
 		s3o         s3Options
-		scenario    = fset.String("scenario", "", "run a scripted scenario headless: burst or steady")
+		scenario    = fset.String("scenario", "", "run a scripted scenario headless: burst, steady, or restore (put back what an earlier run left, dump nothing new)")
 		durationF   = fset.Duration("duration", 60*time.Second, "scenario: duration of the scripted load")
 		drainF      = fset.Duration("drain-timeout", 60*time.Second, "scenario: longest wait for the queue and the dump to drain")
 		burstProd   = fset.Int("burst-producers", 0, "producers during a burst, in the waves and in -scenario burst (default 4x -producers)")
@@ -245,6 +250,11 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 	set := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg.WorkersMax = *workersMaxF
+	if *scenario == "restore" && !set["drain-timeout"] {
+		// What an earlier run left may take longer than a scripted load's
+		// drain: the Restorer puts it back at the pace the queue takes.
+		*drainF = 10 * time.Minute
+	}
 	s3o.PathStyle = *pathStyle || (s3o.Endpoint != "" && !set["s3-path-style"])
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
@@ -360,11 +370,11 @@ func runCtx(ctx context.Context, hurry <-chan struct{}, args []string, stdout, s
 		_ = os.RemoveAll(sk.dir)
 		fmt.Fprintf(stdout, "(%s held no segments and was removed)\n", sk.dir)
 	case sk.temp:
-		fmt.Fprintf(stdout, "%s is kept, with its segments; to restore them: go run ./demo -dir %s; to drop them: rm -r %s\n", sk.dir, sk.dir, sk.dir)
+		fmt.Fprintf(stdout, "%s is kept, with its segments; to restore them (and dump nothing new): go run ./demo -dir %s -scenario restore; to drop them: rm -r %s\n", sk.dir, sk.dir, sk.dir)
 	case ready > 0 && sk.dir != "":
-		fmt.Fprintf(stdout, "to restore them: go run ./demo -dir %s\n", sk.dir)
+		fmt.Fprintf(stdout, "to restore them (and dump nothing new): go run ./demo -dir %s -scenario restore\n", sk.dir)
 	case ready > 0 && s3o.URL != "":
-		fmt.Fprintf(stdout, "to restore them: go run ./demo -s3 %s (with the same S3 flags)\n", s3o.URL)
+		fmt.Fprintf(stdout, "to restore them (and dump nothing new): go run ./demo -s3 %s -scenario restore (with the same S3 flags)\n", s3o.URL)
 	}
 	return status
 }

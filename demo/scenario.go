@@ -19,7 +19,7 @@ type phase struct {
 
 // ScenarioOptions describe a headless run.
 type ScenarioOptions struct {
-	Name           string        // "burst" or "steady"
+	Name           string        // "burst", "steady" or "restore"
 	Duration       time.Duration // of the scripted load
 	DrainTimeout   time.Duration // bound on draining after it
 	BurstProducers int           // producers during the burst; default 4x the calm ones
@@ -42,8 +42,11 @@ func scenarioPhases(o ScenarioOptions, cfg SceneConfig) ([]phase, error) {
 		return []phase{{"calm", 0.2, calm}, {"burst", 0.2, burst}, {"calm, restoring", 0.6, calm}}, nil
 	case "steady":
 		return []phase{{"steady", 1, calm}}, nil
+	case "restore":
+		// No load: the scene restores what the dump holds and drains.
+		return nil, nil
 	}
-	return nil, fmt.Errorf("unknown scenario %q (want burst or steady)", o.Name)
+	return nil, fmt.Errorf("unknown scenario %q (want burst, steady or restore)", o.Name)
 }
 
 // Summary is what a scenario counted.
@@ -54,8 +57,9 @@ type Summary struct {
 	Interrupted bool
 
 	Produced, Processed, Leaked, Dumped, Restored, Quarantined uint64
-	InDump                                                     uint64 // records dumped, not yet restored or quarantined
-	Lost                                                       int64  // produced - processed - quarantined - in dump
+	Found                                                      uint64 // records ready in the dump when the scenario began
+	InDump                                                     uint64 // records found or dumped, not yet restored or quarantined
+	Lost                                                       int64  // produced + found - processed - quarantined - in dump
 	ByReason                                                   map[string]uint64
 	Failures, Retries, Refused, Segments, DumpLost             uint64
 	Tasks                                                      map[string]int64
@@ -63,9 +67,9 @@ type Summary struct {
 }
 
 // OK reports whether nothing was lost, the task ledger adds up and every
-// dumped record was restored or quarantined.
+// record found or dumped was restored or quarantined.
 func (s *Summary) OK() bool {
-	return s.Lost == 0 && s.Ledger.OK() && (s.Interrupted || s.Drained && s.Restored+s.Quarantined == s.Dumped)
+	return s.Lost == 0 && s.Ledger.OK() && (s.Interrupted || s.Drained && s.Restored+s.Quarantined == s.Dumped+s.Found)
 }
 
 // RunScenario runs the scripted load on a new scene, drains it, stops it and
@@ -75,15 +79,27 @@ func (a *App) RunScenario(ctx context.Context, o ScenarioOptions, cfg SceneConfi
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Producers == 0 {
+	switch {
+	case len(phases) == 0:
+		cfg.Producers = 0
+	case cfg.Producers == 0:
 		cfg.Producers = phases[0].producers
+	}
+	// The records a run before this one left in the dump: the Restorer
+	// restores them too, and the drain waits for them.
+	found, err := a.sink.readyRecords(ctx)
+	if err != nil {
+		return nil, err
 	}
 	base := a.countersNow()
 	s, err := a.StartScene(cfg)
 	if err != nil {
 		return nil, err
 	}
-	sum := &Summary{Scenario: o.Name}
+	sum := &Summary{Scenario: o.Name, Found: found}
+	if len(phases) == 0 {
+		a.logf("restoring the %d records the dump holds; no producers", found)
+	}
 	start := time.Now()
 	for _, p := range phases {
 		if ctx.Err() != nil {
@@ -110,7 +126,7 @@ func (a *App) RunScenario(ctx context.Context, o ScenarioOptions, cfg SceneConfi
 	} else {
 		a.logf("load done: producers stopped; draining (at most %s)", o.DrainTimeout)
 		dstart := time.Now()
-		sum.Drained = a.drain(ctx, s, o.DrainTimeout)
+		sum.Drained = a.drain(ctx, s, found, o.DrainTimeout)
 		sum.Drain = time.Since(dstart)
 		if !sum.Drained {
 			a.logf("drain did not finish within %s", o.DrainTimeout)
@@ -137,19 +153,20 @@ func (a *App) RunScenario(ctx context.Context, o ScenarioOptions, cfg SceneConfi
 	}
 	t := s.totals()
 	sum.Dumped, sum.Restored, sum.Quarantined, sum.Segments = t.Dumped, t.Restored, t.Quarantined, t.Segments
-	if sum.Dumped > sum.Restored+sum.Quarantined {
-		sum.InDump = sum.Dumped - sum.Restored - sum.Quarantined
+	if sum.Dumped+sum.Found > sum.Restored+sum.Quarantined {
+		sum.InDump = sum.Dumped + sum.Found - sum.Restored - sum.Quarantined
 	}
-	sum.Lost = int64(sum.Produced) - int64(sum.Processed) - int64(sum.Quarantined) - int64(sum.InDump)
+	sum.Lost = int64(sum.Produced+sum.Found) - int64(sum.Processed) - int64(sum.Quarantined) - int64(sum.InDump)
 	sum.Tasks = a.store.stateCounts()
 	sum.Ledger = a.ledger()
 	return sum, stopErr
 }
 
 // drain waits until nothing is queued, running, waiting for a retry or in
-// the dump, flushing the dump so that the Restorer sees its last records.
-// It reports whether that happened within timeout.
-func (a *App) drain(ctx context.Context, s *Scene, timeout time.Duration) bool {
+// the dump (found: the records the dump held when the scene started),
+// flushing the dump so that the Restorer sees its last records. It reports
+// whether that happened within timeout.
+func (a *App) drain(ctx context.Context, s *Scene, found uint64, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -159,7 +176,7 @@ func (a *App) drain(ctx context.Context, s *Scene, timeout time.Duration) bool {
 	for {
 		t := s.totals()
 		a.quar.catchUp(ctx, a.totals().Quarantined)
-		inDump := t.Dumped != t.Restored+t.Quarantined
+		inDump := t.Dumped+found != t.Restored+t.Quarantined
 		settled := s.idle() && !inDump && a.store.inFlight() == 0 && a.store.counts[stDumped].Load() == 0
 		if settled {
 			if calm++; calm >= 3 {
@@ -218,6 +235,9 @@ func (s *Summary) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(name string, v any, note string) { fmt.Fprintf(tw, "%s\t%v\t  %s\n", name, v, note) }
 	fmt.Fprintln(tw, "\tcount\t")
+	if s.Found > 0 {
+		row("found", s.Found, "records in the dump at the start, left by an earlier run")
+	}
 	row("produced", s.Produced, "tasks accepted into the queue")
 	row("processed", s.Processed, "tasks done")
 	row("leaked", s.Leaked, "handed to the dump: "+strings.Join(rs, ", "))
@@ -227,13 +247,14 @@ func (s *Summary) Print(w io.Writer) {
 	if s.InDump > 0 || s.Interrupted {
 		row("in dump", s.InDump, "records still waiting to be restored")
 	}
-	row("lost", s.Lost, "produced - processed - quarantined"+map[bool]string{true: " - in dump", false: ""}[s.InDump > 0 || s.Interrupted])
+	found := map[bool]string{true: " + found", false: ""}[s.Found > 0]
+	row("lost", s.Lost, "produced"+found+" - processed - quarantined"+map[bool]string{true: " - in dump", false: ""}[s.InDump > 0 || s.Interrupted])
 	_ = tw.Flush()
 	fmt.Fprintf(w, "(attempts failed %d, retries %d, refused %d, dump refusals %d)\n", s.Failures, s.Retries, s.Refused, s.DumpLost)
 	s.Ledger.printCounts(w)
-	check := "restored + quarantined = dumped"
-	if s.Restored+s.Quarantined != s.Dumped {
-		check = fmt.Sprintf("restored + quarantined = %d, dumped = %d", s.Restored+s.Quarantined, s.Dumped)
+	check := "restored + quarantined = dumped" + found
+	if s.Restored+s.Quarantined != s.Dumped+s.Found {
+		check = fmt.Sprintf("restored + quarantined = %d, dumped%s = %d", s.Restored+s.Quarantined, found, s.Dumped+s.Found)
 	}
 	if err := s.Ledger.check(); err != nil {
 		check += "; " + err.Error()

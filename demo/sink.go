@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
 	"github.com/dlqdump/dlqdump/s3"
 	dsink "github.com/dlqdump/dlqdump/sink"
@@ -166,6 +167,26 @@ func (s *sink) whereCount(ctx context.Context) (string, int) {
 	}
 	return out, ready
 }
+
+// readyRecords counts the records ready to restore: what a dry run of a
+// Restorer of the demo's version would deliver.
+func (s *sink) readyRecords(ctx context.Context) (uint64, error) {
+	r, err := dlqdump.NewRestorer(&dlqdump.Config{Version: dumpVersion, Reader: s.reader, Decoder: decoder.Fallthrough{}, Queue: refuseAll{}})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	rep, err := r.Run(ctx, dlqdump.RunOptions{DryRun: true})
+	if err != nil && !errors.Is(err, dlqdump.ErrNotFound) {
+		return 0, fmt.Errorf("counting the records in %s: %w", s.desc, err)
+	}
+	return rep.Delivered, nil
+}
+
+// refuseAll is the destination of a dry run, which delivers nothing.
+type refuseAll struct{}
+
+func (refuseAll) Enqueue(any) error { return errors.New("demo: a dry run delivers nothing") }
 
 // empty reports whether the sink holds no ready and no quarantined segment.
 func (s *sink) empty(ctx context.Context) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -95,10 +96,66 @@ func TestTemporaryDirectoryKeptAndSaid(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		"segments go to " + dirs[0] + ", a new temporary directory",
-		dirs[0] + " is kept, with its segments; to restore them: go run ./demo -dir " + dirs[0] + "; to drop them: rm -r " + dirs[0],
+		dirs[0] + " is kept, with its segments; to restore them (and dump nothing new): go run ./demo -dir " + dirs[0] + " -scenario restore; to drop them: rm -r " + dirs[0],
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the output lacks %q:\n%s", want, text)
 		}
 	}
+	followRestoreHint(t, text, dirs[0])
+}
+
+// Issue 30: the hint the demo printed at exit, go run ./demo -dir DIR,
+// started a new scene whose waves dumped more. Followed as printed, the
+// hint now restores the records the run left, every one of them, and
+// produces nothing: the summary finds as many records as the dump held,
+// produces none, restores (or quarantines) each, and leaves no record
+// ready.
+func followRestoreHint(t *testing.T, text, dir string) {
+	t.Helper()
+	m := regexp.MustCompile(`to restore them \(and dump nothing new\): go run \./demo ([^;\n]+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no hint to restore:\n%s", text)
+	}
+	left := readyIn(t, dir)
+	if left == 0 {
+		t.Fatalf("the run left no record in %s:\n%s", dir, text)
+	}
+	var stdout, stderr syncBuffer
+	if code := runCtx(context.Background(), make(chan struct{}), strings.Fields(m[1]), &stdout, &stderr); code != 0 {
+		t.Fatalf("go run ./demo %s: exit %d\n%s\n%s", m[1], code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		fmt.Sprintf("restoring the %d records the dump holds; no producers", left),
+		fmt.Sprintf("found %d ", left),
+		"produced 0 ",
+		fmt.Sprintf("tasks: 0 accepted + %d found in the dump = ", left),
+		"OK: lost = 0; restored + quarantined = dumped + found",
+		"segments are in " + dir + ": 0 ready to restore",
+	} {
+		if !strings.Contains(demoSpace.ReplaceAllString(out, " "), want) {
+			t.Errorf("following the hint printed no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "to restore them") {
+		t.Errorf("following the hint left records to restore:\n%s", out)
+	}
+	if n := readyIn(t, dir); n != 0 {
+		t.Errorf("after following the hint, %d records are ready in %s, want 0", n, dir)
+	}
+}
+
+// readyIn counts the records ready to restore in dir.
+func readyIn(t *testing.T, dir string) uint64 {
+	t.Helper()
+	sk, err := newFSSink(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sk.readyRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
