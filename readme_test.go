@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The README's Go snippets are tested code. Each ```go block in README.md
@@ -545,4 +546,78 @@ func TestReadmeHarness(t *testing.T) {
 	if !strings.Contains(buf.String(), "line 2") {
 		t.Errorf("lineDiff = %q", buf.String())
 	}
+}
+
+// Issue 30: the README's sections moved into pages of docs/, and links
+// into them (#anchors of the README, docs/ paths) had to follow. Every
+// relative link of the README, of docs/ and of the commands' READMEs names
+// a file that exists and, for a Markdown file, a heading it has.
+func TestDocsLinks(t *testing.T) {
+	files := snippetFiles(t)
+	more, _ := filepath.Glob(filepath.Join("cmd", "*", "README.md"))
+	files = append(files, more...)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	fence := regexp.MustCompile("(?s)```.*?```")
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := map[string]bool{}
+		for _, l := range strings.Split(fence.ReplaceAllString(string(b), ""), "\n") {
+			if h, ok := strings.CutPrefix(strings.TrimLeft(l, "#"), " "); ok && strings.HasPrefix(l, "#") {
+				a[headingAnchor(h)] = true
+			}
+		}
+		anchors[path] = a
+		return a
+	}
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			to := f
+			if path != "" {
+				to = filepath.Join(filepath.Dir(f), filepath.FromSlash(path))
+			}
+			checked++
+			if _, err := os.Stat(to); err != nil {
+				t.Errorf("%s: the link %s: no file %s", f, target, to)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(to, ".md") && !anchorsOf(to)[anchor] {
+				t.Errorf("%s: the link %s: %s has no heading #%s", f, target, to, anchor)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d links checked: is the parser broken?", checked)
+	}
+}
+
+// headingAnchor is the anchor GitHub gives a Markdown heading: lower case,
+// spaces as '-', punctuation other than '-' and '_' dropped.
+func headingAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
