@@ -12,8 +12,8 @@
 //     moves between blocks, lose their order.
 //
 // Neither prototype checksums, indexes, recovers or accounts for anything.
-// They bound what those designs can reach on this machine: the README's
-// Performance section quotes them. -sync=false drops the fsyncs.
+// They bound what those designs can reach on this machine: docs/PERFORMANCE.md
+// quotes them. -sync=false drops the fsyncs.
 //
 // With -restore it measures the restore side instead (see restoreDesigns):
 // the Restorer against a bare decoding pipeline, with and without the
