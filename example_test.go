@@ -219,7 +219,7 @@ func stored(rd dlqdump.Reader) string {
 	return fmt.Sprintf("%d records stored", rep.Delivered)
 }
 
-// The README's envelope snippet: an item dumped with the headers saying why.
+// docs/DUMP.md's envelope snippet: an item dumped with the headers saying why.
 func Example_envelope() {
 	dir, _ := os.MkdirTemp("", "dlq")
 	defer os.RemoveAll(dir)
@@ -250,7 +250,7 @@ func Example_envelope() {
 	// Output: map[failed:1]
 }
 
-// The README's restore snippet: a Restorer started in the background feeds
+// docs/RESTORE.md's restore snippet: a Restorer started in the background feeds
 // the dump back into a koykov queue, whose worker gets its *Order back with
 // the headers it was dumped with.
 func Example_restore() {

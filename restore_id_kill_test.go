@@ -12,7 +12,7 @@ import (
 // TestCrashRedeliverySameID: a restorer killed in the middle of a block
 // delivers that block's records again after the restart, each with the ID
 // (Envelope.Headers[HeaderRecordID]) it had the first time; IDs are unique;
-// and the README's Dedup destination, fed everything delivered across the
+// and docs/RESTORE.md's Dedup destination, fed everything delivered across the
 // crashes, passes each record on exactly once.
 func TestCrashRedeliverySameID(t *testing.T) {
 	dir := t.TempDir()

@@ -129,7 +129,7 @@ func (b *browser) actConfirm(reason string, want ...string) {
 
 type box struct{ Top, Bottom, Height, Inner float64 }
 
-// TestConsoleFindReplay is the README's walk-through — find order X, open
+// TestConsoleFindReplay is docs/CONSOLE.md's walk-through — find order X, open
 // it, replay it — and then what an on-call person relies on around it: a
 // link that reproduces the search, the record and the job; the job's page;
 // the record's view in sight beside any row; long values cut in the list

@@ -63,7 +63,7 @@ func Example() {
 	}
 }
 
-// The README's S3 snippet, as a program runs it: the client, the dump and the
+// docs/S3.md's snippet, as a program runs it: the client, the dump and the
 // Reader a Restorer uses. The deferred Close is all a program must call
 // before it exits: the Queue closes its Writer once every segment is
 // uploaded.
