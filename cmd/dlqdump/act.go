@@ -211,7 +211,7 @@ func (a *app) discard(loc string, flt *filter, scope string, dryRun bool, lease 
 		return err
 	}
 	actor := a.actor()
-	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: lease,
+	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: lease, MaxRecordSize: a.recordSize.size,
 		VersionCompatible: func(_, _ dlqdump.Version) bool { return true }}
 	ids, err := a.identities()
 	if err != nil {

@@ -504,7 +504,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 			}
 		}
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: hd, Destinations: dests,
-			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(),
+			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(), MaxRecordSize: a.recordSize.size,
 			Owner: owner, VersionCompatible: func(_, _ dlqdump.Version) bool { return true }, Encryption: &dlqdump.Encryption{Identities: ids}})
 		if err != nil {
 			return err

@@ -119,7 +119,7 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: f.lease}
+	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: f.lease, MaxRecordSize: a.recordSize.size}
 	switch area {
 	case sink.AreaReady:
 		cfg.Retention.Ready = lim

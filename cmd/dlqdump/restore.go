@@ -272,6 +272,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		Lease:       f.lease,
 		Logger:      a.logger(),
 		Owner:       cliOwner(),
+		// 0: the default, 8 MiB.
+		MaxRecordSize: a.recordSize.size,
 	}
 	if anyVersion {
 		cfg.VersionCompatible = func(_, _ dlqdump.Version) bool { return true }

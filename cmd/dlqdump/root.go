@@ -112,6 +112,8 @@ type app struct {
 	s3       s3Flags
 	keyFlags keyFlags
 	changes  changeFlags
+	// recordSize is --max-record-size: every Restorer's MaxRecordSize.
+	recordSize recordSize
 	// logFailed is set when a change was made and its change log entry
 	// could not be appended: the command exits 1.
 	logFailed atomic.Bool
@@ -214,6 +216,7 @@ with informational messages.
 	a.s3.register(pf)
 	a.keyFlags.register(pf)
 	a.changes.register(pf)
+	a.recordSize.register(pf)
 	root.AddCommand(
 		newLsCmd(a),
 		newStatCmd(a),
