@@ -16,7 +16,7 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// TestWriteReadmeSample writes the dump that README.md's examples were run
+// TestWriteReadmeSample writes the dump that docs/CLI-TOUR.md's examples were run
 // on, with the real dumper (a dlqdump.Queue into an fs.Writer) and realistic
 // generated dead letters, and checks what the README shows of it: three
 // segments of 4000 records, by reason 7200 failed, 3600 leak, 1200 deadline.
