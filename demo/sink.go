@@ -169,8 +169,17 @@ func (s *sink) whereCount(ctx context.Context) (string, int) {
 }
 
 // readyRecords counts the records ready to restore: what a dry run of a
-// Restorer of the demo's version would deliver.
+// Restorer of the demo's version would deliver, once what a crashed run
+// left unpublished is published (a Queue started and closed on the sink
+// recovers it, as the scene's Queue would when it starts).
 func (s *sink) readyRecords(ctx context.Context) (uint64, error) {
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Version: dumpVersion, Capacity: dlqdump.Megabyte, Writer: s.newWriter()})
+	if err != nil {
+		return 0, fmt.Errorf("recovering %s: %w", s.desc, err)
+	}
+	if err := q.Close(); err != nil {
+		return 0, fmt.Errorf("recovering %s: %w", s.desc, err)
+	}
 	r, err := dlqdump.NewRestorer(&dlqdump.Config{Version: dumpVersion, Reader: s.reader, Decoder: decoder.Fallthrough{}, Queue: refuseAll{}})
 	if err != nil {
 		return 0, err
