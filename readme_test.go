@@ -621,3 +621,29 @@ func headingAnchor(h string) string {
 	}
 	return b.String()
 }
+
+// Issue 30: the README had grown to 1,980 lines, the CLI after some 600
+// lines of S3 and encryption internals. It is a newcomer's ten minutes:
+// the two commands, the quick start, a short section per use linking its
+// page of docs/. A section that grows past a screenful belongs in docs/.
+func TestReadmeShort(t *testing.T) {
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(text), "\n")
+	if len(lines) > 400 {
+		t.Errorf("README.md has %d lines, more than 400: move the details into a page of docs/ and link it", len(lines))
+	}
+	long := map[string]bool{"Quick start": true, "Dependencies": true, "Layout": true}
+	section, start := "", 0
+	for i, l := range append(lines, "## (end)") {
+		if !strings.HasPrefix(l, "## ") {
+			continue
+		}
+		if section != "" && !long[section] && i-start > 40 {
+			t.Errorf("README.md: the section %q has %d lines, more than 40: move the details into a page of docs/ and link it", section, i-start)
+		}
+		section, start = strings.TrimPrefix(l, "## "), i
+	}
+}
