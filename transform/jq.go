@@ -32,6 +32,7 @@ const maxLen = 64 << 10
 type JQ struct {
 	expr    string
 	code    *gojq.Code
+	fast    *fastProgram // nil: every record runs on gojq (fast.go)
 	timeout time.Duration
 }
 
@@ -68,6 +69,7 @@ func CompileJQ(expr string, o *Options) (*JQ, error) {
 		pos, end := locate(expr, err.Error())
 		return nil, &Error{Expr: expr, Pos: pos, End: end, Msg: err.Error()}
 	}
+	j.fast = compileFast(q)
 	return j, nil
 }
 
@@ -113,6 +115,14 @@ var errTimeout = errors.New("took longer than the time a record may take")
 // dlqdump.Transform). Its error is the program's on this record (the
 // Restorer quarantines the record with it), or ctx's.
 func (j *JQ) Transform(ctx context.Context, r *dlqdump.Replay) error {
+	if j.fast != nil && j.fast.apply(r) {
+		return nil
+	}
+	return j.slow(ctx, r)
+}
+
+// slow runs the program on r with gojq.
+func (j *JQ) slow(ctx context.Context, r *dlqdump.Replay) error {
 	in, kind := input(r)
 	rctx, cancel := context.WithTimeout(ctx, j.timeout)
 	defer cancel()
