@@ -64,14 +64,46 @@ const maxDepth = 256
 // member is an object's member written to out[start:end], its key (decoded)
 // to sort by.
 type member struct {
-	key        []byte
+	prefix     uint64 // the key's first 8 bytes, big-endian: most comparisons end there
+	key, klen  int    // the key in the rewriter's keys (no pointers: no write barriers when sorted)
 	start, end int
+}
+
+// prefixOf returns the first 8 bytes of key as a big-endian number, zeros
+// after its end: keys compare as their prefixes do, unless those are equal.
+func prefixOf(key []byte) uint64 {
+	var p uint64
+	for k := range 8 {
+		p <<= 8
+		if k < len(key) {
+			p |= uint64(key[k])
+		}
+	}
+	return p
+}
+
+// compare orders members by key.
+func (w *rewriter) compare(a, b *member) int {
+	switch {
+	case a.prefix < b.prefix:
+		return -1
+	case a.prefix > b.prefix:
+		return 1
+	}
+	return bytes.Compare(w.keys[a.key:a.key+a.klen], w.keys[b.key:b.key+b.klen])
+}
+
+// member adds a member written to out[start:] with key.
+func (w *rewriter) member(key []byte, start int) {
+	w.members = append(w.members, member{prefix: prefixOf(key), key: len(w.keys), klen: len(key), start: start, end: len(w.out)})
+	w.keys = append(w.keys, key...)
 }
 
 // rewriter holds the buffers of one rewrite; pooled.
 type rewriter struct {
 	out     []byte
 	members []member
+	keys    []byte // the members' keys
 	scratch []byte
 	srcs    [][]byte // the canonical values of the record's sources
 }
@@ -83,7 +115,7 @@ var rewriters = sync.Pool{New: func() any { return new(rewriter) }}
 func rewrite(doc []byte, root *edit, srcs [][]byte) ([]byte, bool) {
 	w := rewriters.Get().(*rewriter)
 	defer rewriters.Put(w)
-	w.out, w.members, w.srcs = w.out[:0], w.members[:0], srcs
+	w.out, w.members, w.keys, w.srcs = w.out[:0], w.members[:0], w.keys[:0], srcs
 	i := skipSpace(doc, 0)
 	i, ok := w.value(doc, i, root, 0)
 	if !ok || skipSpace(doc, i) != len(doc) {
@@ -228,7 +260,7 @@ func (w *rewriter) missing(c *edit, depth int) bool {
 	} else {
 		w.out = append(w.out, w.valueOf(c)...)
 	}
-	w.members = append(w.members, member{key: []byte(c.key), start: start, end: len(w.out)})
+	w.member([]byte(c.key), start)
 	return true
 }
 
@@ -288,7 +320,7 @@ func (w *rewriter) object(doc []byte, i int, e *edit, depth int) (int, bool) {
 				if i, ok = w.value(doc, i, c, depth+1); !ok {
 					return 0, false
 				}
-				w.members = append(w.members, member{key: key, start: start, end: len(w.out)})
+				w.member(key, start)
 			}
 			i = skipSpace(doc, i)
 			if i < len(doc) && doc[i] == ',' {
@@ -320,18 +352,27 @@ func (w *rewriter) closeObject(objStart, base int) {
 	ms := w.members[base:]
 	sorted := true
 	for k := 1; k < len(ms); k++ {
-		if bytes.Compare(ms[k-1].key, ms[k].key) >= 0 {
+		if w.compare(&ms[k-1], &ms[k]) >= 0 {
 			sorted = false
 			break
 		}
 	}
 	if !sorted {
-		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		if len(ms) <= 16 {
+			// Insertion sort, stable: most objects have few members.
+			for k := 1; k < len(ms); k++ {
+				for m := k; m > 0 && w.compare(&ms[m-1], &ms[m]) > 0; m-- {
+					ms[m-1], ms[m] = ms[m], ms[m-1]
+				}
+			}
+		} else {
+			slices.SortStableFunc(ms, func(a, b member) int { return w.compare(&a, &b) })
+		}
 		w.scratch = append(w.scratch[:0], w.out[objStart:]...)
 		w.out = append(w.out[:objStart], '{')
 		first := true
 		for k, m := range ms {
-			if k+1 < len(ms) && bytes.Equal(m.key, ms[k+1].key) {
+			if k+1 < len(ms) && w.compare(&m, &ms[k+1]) == 0 {
 				continue // a duplicate: the last one is the value
 			}
 			span := w.scratch[m.start-objStart : m.end-objStart]

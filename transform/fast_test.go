@@ -253,3 +253,27 @@ func randomJSON(rng *rand.Rand, depth int, top bool) []byte {
 	b.WriteString(ws() + "}")
 	return b.Bytes()
 }
+
+// BenchmarkFastPath: one record of gen's events through the fast path and
+// through gojq.
+//
+//	go test -run '^$' -bench BenchmarkFastPath ./transform
+func BenchmarkFastPath(b *testing.B) {
+	payload := []byte(seedPayloads[0])
+	for _, tc := range []struct{ name, prog string }{{"fast", `.payload.user.email |= ascii_downcase`}, {"gojq", `.payload.user.email |= ascii_downcase | .`}} {
+		b.Run(tc.name, func(b *testing.B) {
+			j, err := CompileJQ(tc.prog, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r := &dlqdump.Replay{Payload: payload, Headers: dlqdump.Headers{"reason": "failed"}}
+				if err := j.Transform(context.Background(), r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
