@@ -68,7 +68,8 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk  *segment.Block // the block being handled
+	blk   *segment.Block // the block being handled
+	ahead *ahead         // its records transformed ahead; nil: none (restore_ahead.go)
 	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
 	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
 }
@@ -280,10 +281,16 @@ const maxStreamWorkers = 4
 
 func streamWorkers() int { return min(runtime.GOMAXPROCS(0), maxStreamWorkers) }
 
-// consume handles the stream's blocks until its end or an error.
+// consume handles the stream's blocks until its end or an error. When the
+// pass transforms ahead, the next block's records are transformed while
+// the block before is handled (restore_ahead.go).
 func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
+	b, err := st.Next(g.ctx)
+	var a *ahead
+	if b != nil && g.transformsAhead() {
+		a = g.startAhead(b)
+	}
 	for {
-		b, err := st.Next(g.ctx)
 		if err == io.EOF { // the bare sentinel: the reader reached the end
 			return st.AtEnd(), nil
 		}
@@ -294,6 +301,10 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			}
 			if errors.As(err, &ce) {
 				g.damaged(err)
+				b, err = st.Next(g.ctx)
+				if b != nil && g.transformsAhead() {
+					a = g.startAhead(b)
+				}
 				continue
 			}
 			if g.ctx.Err() != nil && !g.lost() {
@@ -301,11 +312,34 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			}
 			return false, err
 		}
+		var next *segment.Block
+		var nextErr error
+		var nextAhead *ahead
+		if a != nil {
+			// The next block is transformed while this one is delivered;
+			// what Next says of it is handled after this one.
+			next, nextErr = st.Next(g.ctx)
+			if next != nil {
+				nextAhead = g.startAhead(next)
+			}
+			a.wait()
+		}
+		g.ahead = a
 		err = g.block(b)
+		g.ahead = nil
 		b.Release()
 		if err != nil {
+			if next != nil {
+				nextAhead.abandon()
+				next.Release()
+			}
 			return false, err
 		}
+		if a == nil {
+			b, err = st.Next(g.ctx)
+			continue
+		}
+		b, err, a = next, nextErr, nextAhead
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -60,10 +61,13 @@ func BenchmarkTransform(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	workers := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
-		name string
-		t    dlqdump.Transform
-	}{{"plain", nil}, {"go-bytes", inPlace}, {"go-json", lower}, {"jq", jq.Transform}, {"jq-gojq", gojq.Transform}} {
+		name    string
+		t       dlqdump.Transform
+		workers int // RunOptions.TransformWorkers
+	}{{"plain", nil, 0}, {"go-bytes", inPlace, 0}, {"go-json", lower, 0}, {"jq", jq.Transform, 0}, {"jq-ahead", jq.Transform, workers},
+		{"jq-gojq", gojq.Transform, 0}, {"jq-gojq-ahead", gojq.Transform, workers}} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir, size := dumpGenEvents(b, b.N, dlqdump.Zstd)
 			var n atomic.Int64
@@ -84,7 +88,7 @@ func BenchmarkTransform(b *testing.B) {
 			b.SetBytes(size / int64(b.N))
 			b.ReportAllocs()
 			b.ResetTimer()
-			rep, err := r.Run(context.Background(), dlqdump.RunOptions{Transform: tc.t})
+			rep, err := r.Run(context.Background(), dlqdump.RunOptions{Transform: tc.t, TransformWorkers: tc.workers})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,9 +2,11 @@ package transform
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/itchyny/gojq"
 )
@@ -72,6 +74,9 @@ type member struct {
 // prefixOf returns the first 8 bytes of key as a big-endian number, zeros
 // after its end: keys compare as their prefixes do, unless those are equal.
 func prefixOf(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
 	var p uint64
 	for k := range 8 {
 		p <<= 8
@@ -422,15 +427,34 @@ func (w *rewriter) array(doc []byte, i int, depth int) (int, bool) {
 	}
 }
 
-// str writes the string at doc[i:] (a '"') as gojq writes it. The payload
-// is valid UTF-8 (checked before): a string without escapes, control
-// characters or DEL is written as it is; one with them is decoded by
-// encoding/json and written by gojq.
+// strClass classes the bytes of a string: 0 written as they are, 1 the
+// closing quote, 2 an escape or a byte gojq escapes (DEL), 3 a control
+// character (not JSON), 4 the first byte of a non-ASCII character.
+var strClass = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 3
+	}
+	t['"'], t['\\'], t[0x7f] = 1, 2, 2
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = 4
+	}
+	return t
+}()
+
+// str writes the string at doc[i:] (a '"') as gojq writes it. A string
+// without escapes, control characters or DEL, valid UTF-8, is written as
+// it is; one with escapes or DEL is decoded by encoding/json and written
+// by gojq; one with invalid UTF-8 is left to gojq.
 func (w *rewriter) str(doc []byte, i int) (int, bool) {
-	plain := true
+	plain, ascii := true, true
 	for j := i + 1; j < len(doc); j++ {
-		switch c := doc[j]; {
-		case c == '"':
+		switch strClass[doc[j]] {
+		case 0:
+			continue
+		case 1:
+			if !ascii && !utf8.Valid(doc[i+1:j]) {
+				return 0, false // encoding/json makes U+FFFD of it: gojq decides
+			}
 			if plain {
 				w.out = append(w.out, doc[i:j+1]...)
 				return j + 1, true
@@ -441,13 +465,15 @@ func (w *rewriter) str(doc []byte, i int) (int, bool) {
 			}
 			w.out = appendString(w.out, s)
 			return j + 1, true
-		case c == '\\':
+		case 2:
 			plain = false
-			j++ // the escaped character (a '"' does not end the string)
-		case c < 0x20:
+			if doc[j] == '\\' {
+				j++ // the escaped character (a '"' does not end the string)
+			}
+		case 3:
 			return 0, false // not JSON
-		case c == 0x7f:
-			plain = false
+		case 4:
+			ascii = false
 		}
 	}
 	return 0, false

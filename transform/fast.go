@@ -365,9 +365,6 @@ func asciiCase(lo, hi byte, d int) modFn {
 
 // apply runs the fast program on r; false (r unchanged) when it gives up.
 func (fp *fastProgram) apply(r *dlqdump.Replay) bool {
-	if !utf8.Valid(r.Payload) {
-		return false
-	}
 	var srcs [][]byte
 	if len(fp.sources) > 0 {
 		srcs = make([][]byte, len(fp.sources))
