@@ -70,8 +70,8 @@ type segRun struct {
 
 	blk   *segment.Block // the block being handled
 	ahead *ahead         // its records transformed ahead; nil: none (restore_ahead.go)
-	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
-	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
+	win   *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	turn  *turn          // when the segment may deliver (restore_pipeline.go); nil: now
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
