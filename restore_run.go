@@ -68,10 +68,11 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk   *segment.Block // the block being handled
-	ahead *ahead         // its records transformed ahead; nil: none (restore_ahead.go)
-	win   *window        // nil: one delivery at a time (Concurrency 1, dry run)
-	turn  *turn          // when the segment may deliver (restore_pipeline.go); nil: now
+	blk  *segment.Block // the block being handled
+	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
+
+	ahead *ahead // the block's records transformed ahead; nil: none (restore_ahead.go)
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
