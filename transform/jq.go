@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -159,4 +160,13 @@ func (j *JQ) runError(ctx, rctx context.Context, err error) error {
 		return fmt.Errorf("jq: halt")
 	}
 	return fmt.Errorf("jq: %v", err)
+}
+
+// Apply sets o to transform with j: o.Transform is j's Transform, and
+// o.TransformWorkers runtime.GOMAXPROCS(0), since a JQ is safe for
+// concurrent use and changes nothing but its record (a dry run still
+// transforms one record at a time).
+func (j *JQ) Apply(o *dlqdump.RunOptions) {
+	o.Transform = j.Transform
+	o.TransformWorkers = runtime.GOMAXPROCS(0)
 }
