@@ -441,6 +441,24 @@ var strClass = func() (t [256]uint8) {
 	return t
 }()
 
+// Eight bytes at once (in a uint64), as in Bit Twiddling Hacks: an
+// expression that sets the high bit of a byte where the condition holds
+// for some byte of the eight (possibly others too), and of none where it
+// holds for none.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special reports whether one of the eight bytes of x is not written as it
+// is in a string: a control character (below 0x20), a quote, a
+// backslash, DEL or a non-ASCII byte (0x7f and above: x+1 or x has its
+// high bit).
+func special(x uint64) bool {
+	q, bs := x^(ones*'"'), x^(ones*'\\')
+	return ((x-ones*0x20)&^x|(q-ones)&^q|(bs-ones)&^bs|x|(x+ones))&highs != 0
+}
+
 // str writes the string at doc[i:] (a '"') as gojq writes it. A string
 // without escapes, control characters or DEL, valid UTF-8, is written as
 // it is; one with escapes or DEL is decoded by encoding/json and written
@@ -448,6 +466,12 @@ var strClass = func() (t [256]uint8) {
 func (w *rewriter) str(doc []byte, i int) (int, bool) {
 	plain, ascii := true, true
 	for j := i + 1; j < len(doc); j++ {
+		for j+8 <= len(doc) && !special(binary.LittleEndian.Uint64(doc[j:])) {
+			j += 8 // eight bytes written as they are
+		}
+		if j >= len(doc) {
+			break
+		}
 		switch strClass[doc[j]] {
 		case 0:
 			continue
@@ -496,6 +520,16 @@ func decodedKey(raw []byte) ([]byte, bool) {
 // number writes the number at doc[i:] as it is written (gojq keeps a
 // json.Number's digits), after checking its grammar.
 func (w *rewriter) number(doc []byte, i int) (int, bool) {
+	j, ok := numberEnd(doc, i)
+	if ok {
+		w.out = append(w.out, doc[i:j]...)
+	}
+	return j, ok
+}
+
+// numberEnd checks the grammar of the number at doc[i:] and returns the
+// index after it.
+func numberEnd(doc []byte, i int) (int, bool) {
 	j := i
 	if doc[j] == '-' {
 		j++
@@ -528,7 +562,6 @@ func (w *rewriter) number(doc []byte, i int) (int, bool) {
 			return 0, false
 		}
 	}
-	w.out = append(w.out, doc[i:j]...)
 	return j, true
 }
 

@@ -27,6 +27,7 @@ import (
 
 // fastProgram is a program the fast path applies.
 type fastProgram struct {
+	keep    bool       // Options.KeepLayout: the payload's bytes kept but for the edits (canon_keep.go)
 	payload *edit      // nil: the payload is only rewritten as gojq prints it
 	headers []headerOp // in the program's order
 	sources []path     // read from the record before the edits
@@ -376,7 +377,19 @@ func (fp *fastProgram) apply(r *dlqdump.Replay) bool {
 			srcs[k] = v
 		}
 	}
-	payload, ok := rewrite(r.Payload, fp.payload, srcs)
+	var payload []byte
+	var ok bool
+	switch {
+	case fp.keep && fp.payload == nil:
+		var end int
+		end, ok = skipValue(r.Payload, skipSpace(r.Payload, 0), 0) // checked, kept
+		ok = ok && skipSpace(r.Payload, end) == len(r.Payload)
+		payload = r.Payload
+	case fp.keep:
+		payload, ok = keepRewrite(r.Payload, fp.payload, srcs)
+	default:
+		payload, ok = rewrite(r.Payload, fp.payload, srcs)
+	}
 	if !ok {
 		return false
 	}

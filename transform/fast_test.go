@@ -3,12 +3,15 @@ package transform
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/itchyny/gojq"
 
 	"github.com/dlqdump/dlqdump"
 )
@@ -32,11 +35,28 @@ func differ(t *testing.T, j *JQ, payload []byte, headers dlqdump.Headers) bool {
 	if err := j.slow(context.Background(), slow); err != nil {
 		t.Fatalf("%s on %q %v: the fast path gave %q %v, gojq failed: %v", j, payload, headers, fast.Payload, fast.Headers, err)
 	}
-	if !bytes.Equal(fast.Payload, slow.Payload) || !maps.Equal(fast.Headers, slow.Headers) {
+	got, want := fast.Payload, slow.Payload
+	if j.fast.keep {
+		// The same value: gojq's bytes of both are the same.
+		v, ok := decodeJSON(got)
+		w, _ := decodeJSON(want)
+		if !ok {
+			t.Fatalf("%s on %q: the fast path kept the layout and gave %q, not JSON", j, payload, got)
+		}
+		got, _ = gojq.Marshal(v)
+		want, _ = gojq.Marshal(w)
+		if j.fast.payload == nil && !bytes.Equal(fast.Payload, payload) {
+			t.Fatalf("%s on %q: the payload is not changed, yet delivered as %q", j, payload, fast.Payload)
+		}
+	}
+	if !bytes.Equal(got, want) || !maps.Equal(fast.Headers, slow.Headers) {
 		t.Fatalf("%s on %q %v:\nfast %q %v\ngojq %q %v", j, payload, headers, fast.Payload, fast.Headers, slow.Payload, slow.Headers)
 	}
 	return true
 }
+
+// keepLayout are the Options of the fast path that keeps the layout.
+var keepLayout = &Options{KeepLayout: true}
 
 // fastPrograms are programs the fast path takes.
 var fastPrograms = []string{
@@ -77,9 +97,15 @@ var seedPayloads = []string{
 }
 
 func TestFastPathIsGojq(t *testing.T) {
+	for _, o := range []*Options{nil, keepLayout} {
+		t.Run(fmt.Sprintf("KeepLayout=%v", o != nil), func(t *testing.T) { fastPathIsGojq(t, o) })
+	}
+}
+
+func fastPathIsGojq(t *testing.T, o *Options) {
 	took := map[string]bool{}
 	for _, prog := range fastPrograms {
-		j, err := CompileJQ(prog, nil)
+		j, err := CompileJQ(prog, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,6 +149,12 @@ func TestFastPathRefuses(t *testing.T) {
 // TestFastPathRandom runs random fast programs on random payloads (keys
 // duplicated, escaped, spaced; values of every type) on both paths.
 func TestFastPathRandom(t *testing.T) {
+	for _, o := range []*Options{nil, keepLayout} {
+		t.Run(fmt.Sprintf("KeepLayout=%v", o != nil), func(t *testing.T) { fastPathRandom(t, o) })
+	}
+}
+
+func fastPathRandom(t *testing.T, o *Options) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	n := 20000
 	if testing.Short() {
@@ -131,7 +163,7 @@ func TestFastPathRandom(t *testing.T) {
 	var took int
 	for range n {
 		prog := randomProgram(rng)
-		j, err := CompileJQ(prog, nil)
+		j, err := CompileJQ(prog, o)
 		if err != nil {
 			t.Fatal(prog, err)
 		}
@@ -157,13 +189,15 @@ func FuzzFastPath(f *testing.F) {
 	for k, p := range seedPayloads {
 		f.Add(uint8(k), []byte(p), "Failed")
 	}
-	progs := make([]*JQ, len(fastPrograms))
-	for k, prog := range fastPrograms {
-		j, err := CompileJQ(prog, nil)
-		if err != nil {
-			f.Fatal(err)
+	var progs []*JQ // each program, writing gojq's bytes and keeping the layout
+	for _, prog := range fastPrograms {
+		for _, o := range []*Options{nil, keepLayout} {
+			j, err := CompileJQ(prog, o)
+			if err != nil {
+				f.Fatal(err)
+			}
+			progs = append(progs, j)
 		}
-		progs[k] = j
 	}
 	f.Fuzz(func(t *testing.T, prog uint8, payload []byte, reason string) {
 		differ(t, progs[int(prog)%len(progs)], payload, dlqdump.Headers{"reason": reason})
@@ -254,26 +288,23 @@ func randomJSON(rng *rand.Rand, depth int, top bool) []byte {
 	return b.Bytes()
 }
 
-// BenchmarkFastPath: one record of gen's events through the fast path and
-// through gojq.
-//
-//	go test -run '^$' -bench BenchmarkFastPath ./transform
-func BenchmarkFastPath(b *testing.B) {
-	payload := []byte(seedPayloads[0])
-	for _, tc := range []struct{ name, prog string }{{"fast", `.payload.user.email |= ascii_downcase`}, {"gojq", `.payload.user.email |= ascii_downcase | .`}} {
-		b.Run(tc.name, func(b *testing.B) {
-			j, err := CompileJQ(tc.prog, nil)
-			if err != nil {
-				b.Fatal(err)
+// special says of eight bytes what strClass says of each.
+func TestSpecial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := range 1_000_000 {
+		var b [8]byte
+		for k := range b {
+			b[k] = byte(0x20 + rng.IntN(0x5f)) // printable ASCII
+			if n%2 == 0 && rng.IntN(8) == 0 {
+				b[k] = byte(rng.IntN(256))
 			}
-			b.SetBytes(int64(len(payload)))
-			b.ReportAllocs()
-			for b.Loop() {
-				r := &dlqdump.Replay{Payload: payload, Headers: dlqdump.Headers{"reason": "failed"}}
-				if err := j.Transform(context.Background(), r); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
+		want := false
+		for _, c := range b {
+			want = want || strClass[c] != 0
+		}
+		if x := binary.LittleEndian.Uint64(b[:]); special(x) != want {
+			t.Fatalf("special(%q) = %v", b, !want)
+		}
 	}
 }
