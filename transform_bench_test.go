@@ -19,7 +19,9 @@ import (
 // BenchmarkTransform restores gen's realistic events (~300-byte JSON) with
 // no transform, with a Go Transform fixing one field (on the bytes; and
 // the payload decoded and encoded again with encoding/json), and with the
-// jq program of that fix (on the fast path, and on gojq), side by side:
+// jq program of that fix (on the fast path writing gojq's bytes or keeping
+// the payload's layout, and on gojq; one record at a time and with
+// TransformWorkers), side by side:
 // what a transform costs per record against plain replay. It reports
 // items/s and the process's CPU time per record (cpu-ns/op): on a machine
 // shared with other work the latter is the steadier of the two.
@@ -59,6 +61,10 @@ func BenchmarkTransform(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	keep, err := transform.CompileJQ(`.payload.user.email |= ascii_downcase`, &transform.Options{KeepLayout: true})
+	if err != nil {
+		b.Fatal(err)
+	}
 	// The same program with a stage the fast path does not take ("."):
 	// every record runs on gojq.
 	gojq, err := transform.CompileJQ(`.payload.user.email |= ascii_downcase | .`, nil)
@@ -71,6 +77,7 @@ func BenchmarkTransform(b *testing.B) {
 		t       dlqdump.Transform
 		workers int // RunOptions.TransformWorkers
 	}{{"plain", nil, 0}, {"go-bytes", inPlace, 0}, {"go-json", lower, 0}, {"jq", jq.Transform, 0}, {"jq-ahead", jq.Transform, workers},
+		{"jq-keep", keep.Transform, 0}, {"jq-keep-ahead", keep.Transform, workers},
 		{"jq-gojq", gojq.Transform, 0}, {"jq-gojq-ahead", gojq.Transform, workers}} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir, size := dumpGenEvents(b, b.N, dlqdump.Zstd)
