@@ -3,10 +3,8 @@ package transform
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/itchyny/gojq"
 )
@@ -129,13 +127,6 @@ func rewrite(doc []byte, root *edit, srcs [][]byte) ([]byte, bool) {
 	return bytes.Clone(w.out), true
 }
 
-func skipSpace(doc []byte, i int) int {
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\n' || doc[i] == '\r' || doc[i] == '\t') {
-		i++
-	}
-	return i
-}
-
 // value writes the value at doc[i:], changed by e (nil: as it is), and
 // returns the index after it.
 func (w *rewriter) value(doc []byte, i int, e *edit, depth int) (int, bool) {
@@ -203,18 +194,37 @@ func (w *rewriter) plain(doc []byte, i int, e *edit, depth int) (int, bool) {
 	case c == '"':
 		return w.str(doc, i)
 	case c == '-' || c >= '0' && c <= '9':
-		return w.number(doc, i)
-	case bytes.HasPrefix(doc[i:], []byte("true")):
-		w.out = append(w.out, "true"...)
-		return i + 4, true
-	case bytes.HasPrefix(doc[i:], []byte("false")):
-		w.out = append(w.out, "false"...)
-		return i + 5, true
-	case bytes.HasPrefix(doc[i:], []byte("null")):
-		w.out = append(w.out, "null"...)
-		return i + 4, true
+		j, ok := numberEnd(doc, i) // gojq keeps a json.Number's digits
+		return w.verbatim(doc[i:j], j, ok)
 	}
-	return 0, false
+	j, ok := literalEnd(doc, i)
+	return w.verbatim(doc[i:j], j, ok)
+}
+
+// verbatim writes v, the value before doc[j:], when ok.
+func (w *rewriter) verbatim(v []byte, j int, ok bool) (int, bool) {
+	if ok {
+		w.out = append(w.out, v...)
+	}
+	return j, ok
+}
+
+// str writes the string at doc[i:] (a '"') as gojq writes it: as it is
+// without escapes or DEL, decoded by encoding/json and written by gojq
+// with them.
+func (w *rewriter) str(doc []byte, i int) (int, bool) {
+	end, plain, ok := scanString(doc, i)
+	switch {
+	case !ok:
+	case plain:
+		w.out = append(w.out, doc[i:end]...)
+	default:
+		var s string
+		if ok = jsonString(doc[i:end], &s); ok {
+			w.out = appendString(w.out, s)
+		}
+	}
+	return end, ok
 }
 
 // created writes the object e creates where there was nothing or null: its
@@ -272,72 +282,45 @@ func (w *rewriter) missing(c *edit, depth int) bool {
 // object writes the object at doc[i:] (a '{'), with e's edits of its
 // members (nil: none), its members sorted by key.
 func (w *rewriter) object(doc []byte, i int, e *edit, depth int) (int, bool) {
-	if depth >= maxDepth {
+	if depth >= maxDepth || e != nil && len(e.children) > 64 {
 		return 0, false
 	}
 	base, objStart := len(w.members), len(w.out)
 	w.out = append(w.out, '{')
-	var seen uint64 // of e.children (up to 64 edits in one object)
-	if e != nil && len(e.children) > 64 {
-		return 0, false
-	}
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(doc) || doc[i] != '"' {
-				return 0, false
-			}
-			start := len(w.out) // the member's span takes its comma: reordered with it
-			if start > objStart+1 {
-				w.out = append(w.out, ',')
-			}
-			k, ok := w.str(doc, i)
-			if !ok {
-				return 0, false
-			}
-			key, ok := decodedKey(doc[i:k])
-			if !ok {
-				return 0, false
-			}
-			i = skipSpace(doc, k)
-			if i >= len(doc) || doc[i] != ':' {
-				return 0, false
-			}
-			w.out = append(w.out, ':')
-			i = skipSpace(doc, i+1)
-			var c *edit
-			if e != nil {
-				for n, x := range e.children {
-					if x.key == string(key) {
-						c, seen = x, seen|1<<n
-						break
-					}
-				}
-			}
-			if c != nil && c.kind == remove {
-				if i, ok = w.plain(doc, i, nil, depth+1); !ok { // checked, not kept
-					return 0, false
-				}
-				w.out = w.out[:start]
-			} else {
-				if i, ok = w.value(doc, i, c, depth+1); !ok {
-					return 0, false
-				}
-				w.member(key, start)
-			}
-			i = skipSpace(doc, i)
-			if i < len(doc) && doc[i] == ',' {
-				i = skipSpace(doc, i+1)
-				continue
-			}
-			if i < len(doc) && doc[i] == '}' {
-				i++
-				break
-			}
-			return 0, false
+	var seen uint64 // of e.children
+	i, ok := members(doc, i, func(tok, key []byte, plain bool, v int) (int, bool) {
+		start := len(w.out) // the member's span takes its comma: reordered with it
+		if start > objStart+1 {
+			w.out = append(w.out, ',')
 		}
+		if plain {
+			w.out = append(w.out, tok...)
+		} else {
+			w.out = appendString(w.out, string(key))
+		}
+		w.out = append(w.out, ':')
+		var c *edit
+		if e != nil {
+			for n, x := range e.children {
+				if x.key == string(key) {
+					c, seen = x, seen|1<<n
+					break
+				}
+			}
+		}
+		if c != nil && c.kind == remove {
+			j, ok := w.plain(doc, v, nil, depth+1) // checked, not kept
+			w.out = w.out[:start]
+			return j, ok
+		}
+		j, ok := w.value(doc, v, c, depth+1)
+		if ok {
+			w.member(key, start)
+		}
+		return j, ok
+	})
+	if !ok {
+		return 0, false
 	}
 	if e != nil {
 		for n, c := range e.children {
@@ -401,168 +384,14 @@ func (w *rewriter) array(doc []byte, i int, depth int) (int, bool) {
 		return 0, false
 	}
 	w.out = append(w.out, '[')
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == ']' {
-		w.out = append(w.out, ']')
-		return i + 1, true
-	}
-	for first := true; ; first = false {
+	i, ok := elements(doc, i, func(first bool, v int) (int, bool) {
 		if !first {
 			w.out = append(w.out, ',')
 		}
-		var ok bool
-		if i, ok = w.plain(doc, i, nil, depth+1); !ok {
-			return 0, false
-		}
-		i = skipSpace(doc, i)
-		if i < len(doc) && doc[i] == ',' {
-			i = skipSpace(doc, i+1)
-			continue
-		}
-		if i < len(doc) && doc[i] == ']' {
-			w.out = append(w.out, ']')
-			return i + 1, true
-		}
-		return 0, false
-	}
-}
-
-// strClass classes the bytes of a string: 0 written as they are, 1 the
-// closing quote, 2 an escape or a byte gojq escapes (DEL), 3 a control
-// character (not JSON), 4 the first byte of a non-ASCII character.
-var strClass = func() (t [256]uint8) {
-	for c := range 0x20 {
-		t[c] = 3
-	}
-	t['"'], t['\\'], t[0x7f] = 1, 2, 2
-	for c := 0x80; c < 0x100; c++ {
-		t[c] = 4
-	}
-	return t
-}()
-
-// Eight bytes at once (in a uint64), as in Bit Twiddling Hacks: an
-// expression that sets the high bit of a byte where the condition holds
-// for some byte of the eight (possibly others too), and of none where it
-// holds for none.
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// special reports whether one of the eight bytes of x is not written as it
-// is in a string: a control character (below 0x20), a quote, a
-// backslash, DEL or a non-ASCII byte (0x7f and above: x+1 or x has its
-// high bit).
-func special(x uint64) bool {
-	q, bs := x^(ones*'"'), x^(ones*'\\')
-	return ((x-ones*0x20)&^x|(q-ones)&^q|(bs-ones)&^bs|x|(x+ones))&highs != 0
-}
-
-// str writes the string at doc[i:] (a '"') as gojq writes it. A string
-// without escapes, control characters or DEL, valid UTF-8, is written as
-// it is; one with escapes or DEL is decoded by encoding/json and written
-// by gojq; one with invalid UTF-8 is left to gojq.
-func (w *rewriter) str(doc []byte, i int) (int, bool) {
-	plain, ascii := true, true
-	for j := i + 1; j < len(doc); j++ {
-		for j+8 <= len(doc) && !special(binary.LittleEndian.Uint64(doc[j:])) {
-			j += 8 // eight bytes written as they are
-		}
-		if j >= len(doc) {
-			break
-		}
-		switch strClass[doc[j]] {
-		case 0:
-			continue
-		case 1:
-			if !ascii && !utf8.Valid(doc[i+1:j]) {
-				return 0, false // encoding/json makes U+FFFD of it: gojq decides
-			}
-			if plain {
-				w.out = append(w.out, doc[i:j+1]...)
-				return j + 1, true
-			}
-			var s string
-			if json.Unmarshal(doc[i:j+1], &s) != nil {
-				return 0, false
-			}
-			w.out = appendString(w.out, s)
-			return j + 1, true
-		case 2:
-			plain = false
-			if doc[j] == '\\' {
-				j++ // the escaped character (a '"' does not end the string)
-			}
-		case 3:
-			return 0, false // not JSON
-		case 4:
-			ascii = false
-		}
-	}
-	return 0, false
-}
-
-// decodedKey returns the key a member's raw key token names, given the
-// token and how it was written (canonical). Without escapes it is the
-// bytes between the quotes.
-func decodedKey(raw []byte) ([]byte, bool) {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return raw[1 : len(raw)-1], true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return nil, false
-	}
-	return []byte(s), true
-}
-
-// number writes the number at doc[i:] as it is written (gojq keeps a
-// json.Number's digits), after checking its grammar.
-func (w *rewriter) number(doc []byte, i int) (int, bool) {
-	j, ok := numberEnd(doc, i)
-	if ok {
-		w.out = append(w.out, doc[i:j]...)
-	}
-	return j, ok
-}
-
-// numberEnd checks the grammar of the number at doc[i:] and returns the
-// index after it.
-func numberEnd(doc []byte, i int) (int, bool) {
-	j := i
-	if doc[j] == '-' {
-		j++
-	}
-	digits := func() bool {
-		k := j
-		for j < len(doc) && doc[j] >= '0' && doc[j] <= '9' {
-			j++
-		}
-		return j > k
-	}
-	switch {
-	case j < len(doc) && doc[j] == '0':
-		j++
-	case !digits():
-		return 0, false
-	}
-	if j < len(doc) && doc[j] == '.' {
-		j++
-		if !digits() {
-			return 0, false
-		}
-	}
-	if j < len(doc) && (doc[j] == 'e' || doc[j] == 'E') {
-		j++
-		if j < len(doc) && (doc[j] == '+' || doc[j] == '-') {
-			j++
-		}
-		if !digits() {
-			return 0, false
-		}
-	}
-	return j, true
+		return w.plain(doc, v, nil, depth+1)
+	})
+	w.out = append(w.out, ']')
+	return i, ok
 }
 
 // appendString appends s as gojq writes a string.
@@ -590,89 +419,38 @@ func appendString(dst []byte, s string) []byte {
 func lookup(doc []byte, keys []string) ([]byte, bool) {
 	w := rewriters.Get().(*rewriter)
 	defer rewriters.Put(w)
-	w.out, w.members, w.srcs = w.out[:0], w.members[:0], nil
+	w.out, w.members, w.keys, w.srcs = w.out[:0], w.members[:0], w.keys[:0], nil
 	found := []byte("null")
-	i := skipSpace(doc, 0)
-	i, ok := w.find(doc, i, keys, &found, 0)
+	i, ok := w.find(doc, skipSpace(doc, 0), keys, &found, 0)
 	if !ok || skipSpace(doc, i) != len(doc) {
 		return nil, false
 	}
 	return found, true
 }
 
-// find reads the value at doc[i:], setting *found to the canonical JSON of
-// the value at keys below it (the last of duplicate members), and returns
-// the index after it.
+// find checks the value at doc[i:], setting *found to the canonical JSON
+// of the value at keys below it (the last of duplicate members), and
+// returns the index after it.
 func (w *rewriter) find(doc []byte, i int, keys []string, found *[]byte, depth int) (int, bool) {
 	if len(keys) == 0 {
 		start := len(w.out)
 		j, ok := w.plain(doc, i, nil, depth)
-		if ok {
-			*found = bytes.Clone(w.out[start:])
-		}
+		*found = bytes.Clone(w.out[start:])
 		w.out = w.out[:start]
 		return j, ok
 	}
 	if i >= len(doc) || doc[i] != '{' {
-		start := len(w.out)
-		j, ok := w.plain(doc, i, nil, depth)
-		null := ok && string(w.out[start:]) == "null"
-		w.out = w.out[:start]
-		return j, null // null.a is null; "x".a an error
+		j, ok := skipValue(doc, i, depth)
+		return j, ok && string(doc[i:j]) == "null" // null.a is null; "x".a an error
 	}
 	if depth >= maxDepth {
 		return 0, false
 	}
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(doc) || doc[i] != '"' {
-			return 0, false
+	return members(doc, i, func(_, key []byte, _ bool, v int) (int, bool) {
+		if string(key) != keys[0] {
+			return skipValue(doc, v, depth+1)
 		}
-		start := len(w.out)
-		k, ok := w.str(doc, i)
-		w.out = w.out[:start]
-		if !ok {
-			return 0, false
-		}
-		key, ok := decodedKey(doc[i:k])
-		if !ok {
-			return 0, false
-		}
-		i = skipSpace(doc, k)
-		if i >= len(doc) || doc[i] != ':' {
-			return 0, false
-		}
-		i = skipSpace(doc, i+1)
-		if string(key) == keys[0] {
-			*found = []byte("null") // a later duplicate replaces what an earlier one had
-			i, ok = w.find(doc, i, keys[1:], found, depth+1)
-		} else {
-			i, ok = w.plain(doc, i, nil, depth+1)
-			w.out = w.out[:start]
-		}
-		if !ok {
-			return 0, false
-		}
-		i = skipSpace(doc, i)
-		if i < len(doc) && doc[i] == ',' {
-			i = skipSpace(doc, i+1)
-			continue
-		}
-		if i < len(doc) && doc[i] == '}' {
-			return i + 1, true
-		}
-		return 0, false
-	}
-}
-
-// jsonString decodes a JSON string token into *s.
-func jsonString(tok []byte, s *string) bool {
-	if bytes.IndexByte(tok, '\\') < 0 {
-		*s = string(tok[1 : len(tok)-1])
-		return true
-	}
-	return json.Unmarshal(tok, s) == nil
+		*found = []byte("null") // a later duplicate replaces what an earlier one had
+		return w.find(doc, v, keys[1:], found, depth+1)
+	})
 }

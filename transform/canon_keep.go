@@ -2,8 +2,6 @@ package transform
 
 import (
 	"bytes"
-	"encoding/binary"
-	"unicode/utf8"
 )
 
 // The fast path with Options.KeepLayout: the payload's bytes are kept as
@@ -80,59 +78,28 @@ func (w *rewriter) keepObject(doc []byte, i int, e *edit, depth int) (int, bool)
 	objStart := len(w.out)
 	w.out = append(w.out, '{')
 	var seen uint64
-	i = skipSpace(doc, i+1)
-	if i < len(doc) && doc[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(doc) || doc[i] != '"' {
-				return 0, false
-			}
-			k, ok := skipString(doc, i)
-			if !ok {
-				return 0, false
-			}
-			key, ok := decodedKey(doc[i:k])
-			if !ok {
-				return 0, false
-			}
-			start := len(w.out)
-			if start > objStart+1 {
-				w.out = append(w.out, ',')
-			}
-			w.out = append(w.out, doc[i:k]...)
-			w.out = append(w.out, ':')
-			i = skipSpace(doc, k)
-			if i >= len(doc) || doc[i] != ':' {
-				return 0, false
-			}
-			i = skipSpace(doc, i+1)
-			var c *edit
-			for n, x := range e.children {
-				if x.key == string(key) {
-					c, seen = x, seen|1<<n
-					break
-				}
-			}
-			if c != nil && c.kind == remove {
-				if i, ok = skipValue(doc, i, depth+1); !ok {
-					return 0, false
-				}
-				w.out = w.out[:start]
-			} else if i, ok = w.keepValue(doc, i, c, depth+1); !ok {
-				return 0, false
-			}
-			i = skipSpace(doc, i)
-			if i < len(doc) && doc[i] == ',' {
-				i = skipSpace(doc, i+1)
-				continue
-			}
-			if i < len(doc) && doc[i] == '}' {
-				i++
+	i, ok := members(doc, i, func(tok, key []byte, _ bool, v int) (int, bool) {
+		start := len(w.out)
+		if start > objStart+1 {
+			w.out = append(w.out, ',')
+		}
+		w.out = append(w.out, tok...)
+		w.out = append(w.out, ':')
+		var c *edit
+		for n, x := range e.children {
+			if x.key == string(key) {
+				c, seen = x, seen|1<<n
 				break
 			}
-			return 0, false
 		}
+		if c != nil && c.kind == remove {
+			w.out = w.out[:start]
+			return skipValue(doc, v, depth+1)
+		}
+		return w.keepValue(doc, v, c, depth+1)
+	})
+	if !ok {
+		return 0, false
 	}
 	base := len(w.members)
 	for n, c := range e.children {
@@ -144,106 +111,3 @@ func (w *rewriter) keepObject(doc []byte, i int, e *edit, depth int) (int, bool)
 	w.out = append(w.out, '}')
 	return i, true
 }
-
-// skipValue checks the JSON value at doc[i:] and returns the index after it.
-func skipValue(doc []byte, i int, depth int) (int, bool) {
-	if i >= len(doc) {
-		return 0, false
-	}
-	switch c := doc[i]; {
-	case c == '"':
-		return skipString(doc, i)
-	case c == '{' || c == '[':
-		if depth >= maxDepth {
-			return 0, false
-		}
-		end := byte('}')
-		if c == '[' {
-			end = ']'
-		}
-		i = skipSpace(doc, i+1)
-		if i < len(doc) && doc[i] == end {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if c == '{' {
-				if i >= len(doc) || doc[i] != '"' {
-					return 0, false
-				}
-				if i, ok = skipString(doc, i); !ok {
-					return 0, false
-				}
-				i = skipSpace(doc, i)
-				if i >= len(doc) || doc[i] != ':' {
-					return 0, false
-				}
-				i = skipSpace(doc, i+1)
-			}
-			if i, ok = skipValue(doc, i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipSpace(doc, i)
-			if i < len(doc) && doc[i] == ',' {
-				i = skipSpace(doc, i+1)
-				continue
-			}
-			if i < len(doc) && doc[i] == end {
-				return i + 1, true
-			}
-			return 0, false
-		}
-	case c == '-' || c >= '0' && c <= '9':
-		return numberEnd(doc, i)
-	case bytes.HasPrefix(doc[i:], []byte("true")), bytes.HasPrefix(doc[i:], []byte("null")):
-		return i + 4, true
-	case bytes.HasPrefix(doc[i:], []byte("false")):
-		return i + 5, true
-	}
-	return 0, false
-}
-
-// skipString checks the string at doc[i:] (a '"'): no control character,
-// valid UTF-8, escapes as JSON has them; it returns the index after it.
-func skipString(doc []byte, i int) (int, bool) {
-	ascii := true
-	for j := i + 1; j < len(doc); j++ {
-		for j+8 <= len(doc) && !special(binary.LittleEndian.Uint64(doc[j:])) {
-			j += 8
-		}
-		if j >= len(doc) {
-			break
-		}
-		switch strClass[doc[j]] {
-		case 1:
-			if !ascii && !utf8.Valid(doc[i+1:j]) {
-				return 0, false
-			}
-			return j + 1, true
-		case 2:
-			if doc[j] == '\\' {
-				j++
-				if j >= len(doc) {
-					return 0, false
-				}
-				switch doc[j] {
-				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				case 'u':
-					if j+4 >= len(doc) || !isHex(doc[j+1]) || !isHex(doc[j+2]) || !isHex(doc[j+3]) || !isHex(doc[j+4]) {
-						return 0, false
-					}
-					j += 4
-				default:
-					return 0, false
-				}
-			}
-		case 3:
-			return 0, false
-		case 4:
-			ascii = false
-		}
-	}
-	return 0, false
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
