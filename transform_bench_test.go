@@ -85,7 +85,9 @@ func BenchmarkTransform(b *testing.B) {
 			r, err := dlqdump.NewRestorer(&dlqdump.Config{
 				Reader: &fs.Reader{Directory: dir}, Decoder: decoder.Fallthrough{},
 				Queue: queueFunc(func(x any) error {
-					if tc.t != nil && bytes.Contains(x.([]byte), []byte(`"email":"`+"e.D")) {
+					// Checked in every variant, plain too: the check costs
+					// them all the same.
+					if upper := bytes.Contains(x.([]byte), []byte(`"email":"`+"e.D")); upper && tc.t != nil {
 						b.Errorf("not transformed: %s", x)
 					}
 					n.Add(1)
