@@ -19,8 +19,9 @@ import (
 // block), from several goroutines at once.
 //
 // Memory: the results held per block are bounded by aheadBudget; past it
-// the rest of the block is transformed when reached. Two blocks are ahead
-// at most (the one being delivered, and the next).
+// the rest of the block is transformed when reached. Two blocks are held
+// (the one being delivered, and the next), only where two fit the
+// stream's read-ahead (setAhead).
 
 // aheadChunk is how many records a goroutine takes at a time.
 const aheadChunk = 32
@@ -45,20 +46,30 @@ type aheadResult struct {
 	done bool
 }
 
-// aheadBudget returns the bytes of results a block of raw bytes may hold
-// ahead: twice its records' bytes, and at least one record of the largest
-// size.
+// aheadBudget returns the bytes of results a block may hold ahead: twice
+// its memory. A record whose result does not fit is transformed when
+// reached, as without TransformWorkers.
 func (g *segRun) aheadBudget(b *segment.Block) int64 {
-	maxRecord, _ := g.r.c.maxRecordSize()
-	return int64(max(2*b.Mem(), maxRecord))
+	return int64(2 * b.Mem())
 }
 
-// transformsAhead reports whether the pass transforms records ahead: a
-// Transform with TransformWorkers above 1, and not a dry run (whose sample
-// of changes takes the records in order).
-func (g *segRun) transformsAhead() bool {
-	return g.opts.Transform != nil && g.opts.TransformWorkers > 1 && !g.dry
+// setAhead decides whether the run transforms ahead: a Transform with
+// TransformWorkers above 1, not a dry run (whose sample of changes takes
+// the records in order), and each of the segment's blocks fits its
+// stream's read-ahead, so that the next block, held while one is
+// delivered, adds at most the read-ahead again (restore_memory.go); a
+// segment read alone (its blocks too large for its share) transforms each
+// record when reached.
+func (g *segRun) setAhead(opts *segment.StreamOptions, alone bool) {
+	readAhead := opts.ReadAhead
+	if readAhead <= 0 {
+		readAhead = segment.DefaultReadAhead
+	}
+	g.aheadOK = g.opts.Transform != nil && g.opts.TransformWorkers > 1 && !g.dry && !alone && g.fits(int64(readAhead))
 }
+
+// transformsAhead reports whether the run transforms records ahead.
+func (g *segRun) transformsAhead() bool { return g.aheadOK }
 
 // startAhead starts transforming b's records on TransformWorkers goroutines.
 func (g *segRun) startAhead(b *segment.Block) *ahead {
