@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +57,10 @@ type Options struct {
 	// Created, if set, is called once the jobs are created, before the
 	// runners start (to count what the runs cost, say).
 	Created func()
+	// Profile, if set, is a directory where each runner process writes
+	// its CPU profile (RUNNER.pprof) when it exits on SIGTERM (a runner
+	// killed writes none).
+	Profile string
 }
 
 // Result is what a run did.
@@ -74,8 +80,17 @@ type Result struct {
 	P50, P99, Max time.Duration
 	// Took is how long the run took, from the first job due to the last
 	// one completed.
-	Took     time.Duration
-	Problems []string
+	Took time.Duration
+	// RunnerCPU is the CPU time (user and system) the runner processes
+	// took, killed ones included; ServerCPU that of the S3 server over
+	// the same time, when it is a process of this machine (else zero).
+	RunnerCPU, ServerCPU time.Duration
+	Problems             []string
+}
+
+// RunnerCPUPerJob returns the runners' CPU time per job.
+func (r *Result) RunnerCPUPerJob() time.Duration {
+	return r.RunnerCPU / time.Duration(max(r.Jobs, 1))
 }
 
 // OK reports whether every job ran once and every record was delivered
@@ -85,9 +100,14 @@ func (r *Result) OK() bool {
 }
 
 func (r *Result) String() string {
-	return fmt.Sprintf("%d jobs (%d records) due over the span: %d completed, %d started early, %d taken over; %d records lost, %d delivered twice (bound %d); start delay p50 %s, p99 %s, max %s; done in %s",
+	s := fmt.Sprintf("%d jobs (%d records) due over the span: %d completed, %d started early, %d taken over; %d records lost, %d delivered twice (bound %d); start delay p50 %s, p99 %s, max %s; done in %s; runners' CPU %s per job",
 		r.Jobs, r.Records, r.Completed, r.Early, r.TakenOver, r.Lost, r.Twice, r.Bound,
-		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.Took.Round(time.Second))
+		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.Took.Round(time.Second),
+		r.RunnerCPUPerJob().Round(time.Microsecond))
+	if r.ServerCPU > 0 {
+		s += fmt.Sprintf(", server's %s", (r.ServerCPU / time.Duration(max(r.Jobs, 1))).Round(time.Microsecond))
+	}
+	return s
 }
 
 // EnvChild holds a runner's spec, as JSON, in a runner process.
@@ -98,6 +118,7 @@ type childSpec struct {
 	Owner     string         `json:"owner"`
 	Restorers int            `json:"restorers"`
 	Lease     time.Duration  `json:"lease"`
+	Profile   string         `json:"profile,omitempty"`
 }
 
 // IsChild reports whether this process was started as a runner by Run.
@@ -110,6 +131,14 @@ func ChildMain() int {
 	if err := json.Unmarshal([]byte(os.Getenv(EnvChild)), &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
 		return 2
+	}
+	if spec.Profile != "" {
+		stop, err := profileCPU(filepath.Join(spec.Profile, spec.Owner+".pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+			return 2
+		}
+		defer stop()
 	}
 	rd := spec.Store.Reader()
 	st, err := jobs.Open(rd)
@@ -165,17 +194,35 @@ type stringDecoder struct{}
 
 func (stringDecoder) Decode(b []byte) (any, error) { return string(b), nil }
 
+// profileCPU writes a CPU profile into file until stop is called.
+func profileCPU(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // runner is a runner process and what it printed.
 type runner struct {
 	cmd  *exec.Cmd
 	mu   *sync.Mutex
 	got  *[]string
 	done chan struct{}
+	cpu  time.Duration // the CPU time it took, once done
 }
 
 // start starts runner p.
 func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
-	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: fmt.Sprintf("runner-%d-%d", p, gen), Restorers: o.Restorers, Lease: o.Lease})
+	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: fmt.Sprintf("runner-%d-%d", p, gen), Restorers: o.Restorers, Lease: o.Lease,
+		Profile: o.Profile})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +250,9 @@ func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, erro
 			mu.Unlock()
 		}
 		_ = cmd.Wait()
+		if ps := cmd.ProcessState; ps != nil {
+			rn.cpu = ps.UserTime() + ps.SystemTime()
+		}
 	}()
 	return rn, nil
 }
@@ -243,6 +293,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Created != nil {
 		o.Created()
 	}
+	server0 := serverCPU(&o.Store)
 	var mu sync.Mutex
 	got := make([][]string, o.Runners)
 	runners := make([]*runner, o.Runners)
@@ -268,6 +319,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		p := k % o.Runners
 		_ = runners[p].cmd.Process.Signal(syscall.SIGKILL)
 		<-runners[p].done
+		res.RunnerCPU += runners[p].cpu
 		if err := sleepUntil(ctx, time.Now().Add(o.Lease)); err != nil {
 			return res, err
 		}
@@ -295,6 +347,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, r := range runners {
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 		<-r.done
+		res.RunnerCPU += r.cpu
+	}
+	if server := serverCPU(&o.Store); server0 > 0 && server > server0 {
+		res.ServerCPU = server - server0
 	}
 	if err != nil {
 		return res, err
@@ -368,6 +424,15 @@ func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time, don
 			return nil, err
 		}
 	}
+}
+
+// serverCPU returns the CPU time the store's S3 server took so far, when it
+// is a process of this machine (s3test.Server.PID), else zero.
+func serverCPU(st *drainers.Store) time.Duration {
+	if st.S3 == nil {
+		return 0
+	}
+	return childproc.CPU(st.S3.PID)
 }
 
 func sleepUntil(ctx context.Context, at time.Time) error {
