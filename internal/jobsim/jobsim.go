@@ -25,10 +25,14 @@ import (
 	"syscall"
 	"time"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/jobs"
+	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -85,7 +89,10 @@ type Result struct {
 	// took, killed ones included; ServerCPU that of the S3 server over
 	// the same time, when it is a process of this machine (else zero).
 	RunnerCPU, ServerCPU time.Duration
-	Problems             []string
+	// Requests are the S3 requests the runner processes made, by
+	// operation (a killed runner's as of its last second), on S3.
+	Requests s3test.Counts
+	Problems []string
 }
 
 // RunnerCPUPerJob returns the runners' CPU time per job.
@@ -107,6 +114,9 @@ func (r *Result) String() string {
 	if r.ServerCPU > 0 {
 		s += fmt.Sprintf(", server's %s", (r.ServerCPU / time.Duration(max(r.Jobs, 1))).Round(time.Microsecond))
 	}
+	if len(r.Requests) > 0 {
+		s += fmt.Sprintf("; S3 requests per job %.2f (%s)", float64(r.Requests.Total())/float64(max(r.Jobs, 1)), r.Requests.Per(max(r.Jobs, 1)))
+	}
 	return s
 }
 
@@ -119,6 +129,9 @@ type childSpec struct {
 	Restorers int            `json:"restorers"`
 	Lease     time.Duration  `json:"lease"`
 	Profile   string         `json:"profile,omitempty"`
+	// Counts is where the runner writes the S3 requests it made, every
+	// second and when it exits.
+	Counts string `json:"counts,omitempty"`
 }
 
 // IsChild reports whether this process was started as a runner by Run.
@@ -141,6 +154,26 @@ func ChildMain() int {
 		defer stop()
 	}
 	rd := spec.Store.Reader()
+	if spec.Store.S3 != nil && spec.Counts != "" {
+		var c s3test.Counter
+		srv := spec.Store.S3
+		rd = &s3.Reader{Client: srv.Client(func(o *awss3.Options) { o.HTTPClient = c.Wrap(o.HTTPClient) }), Bucket: srv.Bucket, Prefix: spec.Store.Prefix}
+		defer writeCounts(spec.Counts, &c)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					writeCounts(spec.Counts, &c)
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
 	st, err := jobs.Open(rd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
@@ -210,6 +243,37 @@ func profileCPU(file string) (stop func(), err error) {
 	}, nil
 }
 
+// writeCounts writes the requests c counted into file, whole or not at
+// all.
+func writeCounts(file string, c *s3test.Counter) {
+	b, err := json.Marshal(c.Counts())
+	if err != nil {
+		return
+	}
+	if err := os.WriteFile(file+".tmp", b, 0o644); err == nil {
+		_ = os.Rename(file+".tmp", file)
+	}
+}
+
+// readCounts sums the requests the runners wrote into dir.
+func readCounts(dir string) s3test.Counts {
+	sum := s3test.Counts{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var c s3test.Counts
+		if json.Unmarshal(b, &c) == nil {
+			for op, n := range c {
+				sum[op] += n
+			}
+		}
+	}
+	return sum
+}
+
 // runner is a runner process and what it printed.
 type runner struct {
 	cmd  *exec.Cmd
@@ -220,9 +284,13 @@ type runner struct {
 }
 
 // start starts runner p.
-func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
-	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: fmt.Sprintf("runner-%d-%d", p, gen), Restorers: o.Restorers, Lease: o.Lease,
-		Profile: o.Profile})
+func start(o *Options, counts string, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
+	owner := fmt.Sprintf("runner-%d-%d", p, gen)
+	if counts != "" {
+		counts = filepath.Join(counts, owner+".json")
+	}
+	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: owner, Restorers: o.Restorers, Lease: o.Lease,
+		Profile: o.Profile, Counts: counts})
 	if err != nil {
 		return nil, err
 	}
@@ -294,11 +362,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Created()
 	}
 	server0 := serverCPU(&o.Store)
+	counts := ""
+	if o.Store.S3 != nil {
+		if counts, err = os.MkdirTemp("", "jobsim-counts-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(counts)
+	}
 	var mu sync.Mutex
 	got := make([][]string, o.Runners)
 	runners := make([]*runner, o.Runners)
 	for p := range o.Runners {
-		if runners[p], err = start(&o, p, 0, &mu, &got[p]); err != nil {
+		if runners[p], err = start(&o, counts, p, 0, &mu, &got[p]); err != nil {
 			return nil, err
 		}
 	}
@@ -323,7 +398,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := sleepUntil(ctx, time.Now().Add(o.Lease)); err != nil {
 			return res, err
 		}
-		if runners[p], err = start(&o, p, k+1, &mu, &got[p]); err != nil {
+		if runners[p], err = start(&o, counts, p, k+1, &mu, &got[p]); err != nil {
 			return res, err
 		}
 	}
@@ -351,6 +426,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if server := serverCPU(&o.Store); server0 > 0 && server > server0 {
 		res.ServerCPU = server - server0
+	}
+	if counts != "" {
+		res.Requests = readCounts(counts)
 	}
 	if err != nil {
 		return res, err
