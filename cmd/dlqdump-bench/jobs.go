@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -43,6 +44,7 @@ func benchJobs(args []string) error {
 	stores := fl.String("stores", "fs,s3", "fs, s3 (versitygw when it can be started, else gofakes3)")
 	restorers := fl.Int("restorers", 4, "the Restorers of the runner of the -due jobs")
 	cpuprofile := fl.String("cpuprofile", "", "write a CPU profile of the runner running the -due jobs to this file (of the last row)")
+	memprofile := fl.String("memprofile", "", "write the allocations of the runner running the -due jobs to this file (of the last row; `go tool pprof -sample_index=alloc_space`)")
 	_ = fl.Parse(args)
 	var pendings []int
 	for _, s := range strings.Split(*pendingList, ",") {
@@ -56,7 +58,7 @@ func benchJobs(args []string) error {
 	fmt.Fprintln(tw, "store\tpending\tpoll\tS3 requests per poll\tdue jobs\tS3 requests per job\trunner CPU per job\tserver CPU per job\tstart delay p50\tp99\tmax\t")
 	for _, store := range strings.Split(*stores, ",") {
 		for _, p := range pendings {
-			row, err := benchJobsOne(strings.TrimSpace(store), p, *due, *span, *restorers, *cpuprofile)
+			row, err := benchJobsOne(strings.TrimSpace(store), p, *due, *span, *restorers, *cpuprofile, *memprofile)
 			if err != nil {
 				return err
 			}
@@ -78,7 +80,7 @@ func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
 	return c.next.Do(r)
 }
 
-func benchJobsOne(store string, pending, due int, span time.Duration, restorers int, cpuprofile string) (string, error) {
+func benchJobsOne(store string, pending, due int, span time.Duration, restorers int, cpuprofile, memprofile string) (string, error) {
 	ctx := context.Background()
 	var rd sink.Reader
 	var ct *countingClient
@@ -209,6 +211,10 @@ func benchJobsOne(store string, pending, due int, span time.Duration, restorers 
 			return "", err
 		}
 	}
+	if memprofile != "" {
+		runtime.GC()
+		runtime.MemProfileRate = 64 << 10
+	}
 	cpu0, server0 := processCPU(), childproc.CPU(serverPID)
 	if err := rn.Start(); err != nil {
 		return "", err
@@ -221,6 +227,11 @@ func benchJobsOne(store string, pending, due int, span time.Duration, restorers 
 	cpu, server := processCPU()-cpu0, childproc.CPU(serverPID)-server0
 	if cpuprofile != "" {
 		pprof.StopCPUProfile()
+	}
+	if memprofile != "" {
+		if err := writeAllocs(memprofile); err != nil {
+			return "", err
+		}
 	}
 	perJob := "-"
 	if byOp != nil {
@@ -249,6 +260,16 @@ func benchJobsOne(store string, pending, due int, span time.Duration, restorers 
 	return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", store, pending, perPoll.Round(100*time.Nanosecond), reqs, n, perJob,
 		(cpu / time.Duration(n)).Round(time.Microsecond), serverPerJob,
 		delays[n/2].Round(time.Millisecond), delays[n*99/100].Round(time.Millisecond), delays[n-1].Round(time.Millisecond)), nil
+}
+
+// writeAllocs writes the allocations profile into file.
+func writeAllocs(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 // endedJobs is the runner's Metrics: it closes all once want jobs ended
