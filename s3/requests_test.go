@@ -213,16 +213,7 @@ func TestRecordNamesPagesGrow(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		ctx := testCtx(t, time.Minute)
 		var c s3test.Counter
-		r := countingReader(e, &c, 0)
-		tb, err := r.Table("marks")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 100 {
-			if _, err := tb.WriteRecord(ctx, fmt.Sprintf("d-%03d", i), []byte(`{}`), ""); err != nil {
-				t.Fatal(err)
-			}
-		}
+		tb := markers(t, ctx, countingReader(e, &c, 0), 100)
 		c.Reset()
 		for range tb.RecordNames(ctx) {
 			break
@@ -254,16 +245,7 @@ func TestRecordNamesAskForWhatTheLastListingRead(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		ctx := testCtx(t, time.Minute)
 		var c s3test.Counter
-		r := countingReader(e, &c, 0)
-		tb, err := r.Table("marks")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 300 {
-			if _, err := tb.WriteRecord(ctx, fmt.Sprintf("d-%03d", i), []byte(`{}`), ""); err != nil {
-				t.Fatal(err)
-			}
-		}
+		tb := markers(t, ctx, countingReader(e, &c, 0), 300)
 		read := func(n int) int64 { // n keys, or all for 0
 
 			c.Reset()
@@ -293,4 +275,19 @@ func TestRecordNamesAskForWhatTheLastListingRead(t *testing.T) {
 			t.Fatalf("a listing of 100 keys after a whole listing made %d ListObjects, want 3, from 32 keys again", got)
 		}
 	})
+}
+
+// markers returns table "marks" of r holding n empty records, d-000 on.
+func markers(t *testing.T, ctx context.Context, r *s3.Reader, n int) sink.Records {
+	t.Helper()
+	tb, err := r.Table("marks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := tb.WriteRecord(ctx, fmt.Sprintf("d-%03d", i), []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tb
 }
