@@ -388,11 +388,7 @@ func (rep *report) write(o *options) error {
 		return err
 	}
 	doc := rep.document(o, charts)
-	file := filepath.Join(o.out, "BENCHMARKS.md")
-	if old, err := os.ReadFile(file); err == nil {
-		doc += keptSections(string(old))
-	}
-	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.out, "BENCHMARKS.md"), []byte(doc), 0o644); err != nil {
 		return err
 	}
 	logf("wrote %s and %s", filepath.Join(o.out, "BENCHMARKS.md"), strings.Join(charts, ", "))
@@ -464,17 +460,4 @@ func liveNote(o *options) string {
 		return "Live heap: none (-live=false): the processes hold only the generated items."
 	}
 	return "Live heap: every dump and restore process, of every system (not the zstd ceiling, which measures the codec alone), first copies the N items it handles into memory of their own and keeps them alive (-live), as a service keeps its data: the garbage collector marks them in every cycle, and the heap it grows before collecting is that much larger."
-}
-
-// keptMarker starts the part of BENCHMARKS.md written by hand (figures of
-// other tools, such as seed 002's jobs): a run keeps it as it is.
-const keptMarker = "<!-- Written by hand from here on: bench/ keeps it when it rewrites this file. -->"
-
-// keptSections returns the part of an earlier BENCHMARKS.md from
-// keptMarker on, or "".
-func keptSections(old string) string {
-	if i := strings.Index(old, keptMarker); i >= 0 {
-		return old[i:]
-	}
-	return ""
 }
