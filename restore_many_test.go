@@ -33,6 +33,7 @@ func manySegments(sample, full int) int {
 // drainers, which cmd/dlqdump-reliability runs on 10,000 segments).
 // DLQDUMP_MANY_SEGMENTS=10000 runs the full size here.
 func TestRestorersShareAStore(t *testing.T) {
+	t.Parallel()
 	const procs, per = 4, 5
 	for _, store := range []string{"dir", "versitygw"} {
 		t.Run(store, func(t *testing.T) {

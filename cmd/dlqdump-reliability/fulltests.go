@@ -13,6 +13,9 @@ import (
 // CI (scripts/test.sh) and its full version with DLQDUMP_FULL=1.
 type fullTest struct {
 	pkg, name string
+	// env is set besides DLQDUMP_FULL=1, for a test with a variable of
+	// its own.
+	env []string
 	// ci and full say what CI runs and what the full version does.
 	ci, full string
 }
@@ -23,9 +26,10 @@ type fullTest struct {
 // "dump fault enumeration", "restore fault enumeration" and "stall
 // enumeration", on versitygw too.
 var fullTestList = []fullTest{
-	{".", "TestRestoreLargeSegmentHeapBounded", "a 256 MiB segment", "a 1 GiB segment"},
-	{".", "TestRecordIDsUnique", "250,000 records", "1,000,000 records"},
-	{".", "TestRestorersShareAStore", "400 segments on a directory, 150 on versitygw", "1,000 and 300 (the section \"many restorers\" runs 10,000)"},
+	{".", "TestRestoreLargeSegmentHeapBounded", nil, "a 256 MiB segment", "a 1 GiB segment"},
+	{".", "TestRecordIDsUnique", nil, "250,000 records", "1,000,000 records"},
+	{".", "TestRestorersShareAStore", nil, "400 segments on a directory, 150 on versitygw", "1,000 and 300 (the section \"many restorers\" runs 10,000)"},
+	{"./cmd/dlqdump", "TestFaultPoints", []string{"DLQDUMP_FAULT_FULL=1"}, "a deterministic sample of each command's fault points", "every fault point of every command"},
 }
 
 // fullTests runs each test of fullTestList in full, without the race
@@ -47,12 +51,14 @@ func fullTests(o *options) []result {
 	for _, pkg := range pkgs {
 		ts := byPkg[pkg]
 		var names []string
+		env := []string{"DLQDUMP_FULL=1"}
 		for _, t := range ts {
 			names = append(names, t.name)
+			env = append(env, t.env...)
 		}
-		cmd := exec.Command("go", "test", "-count=1", "-timeout=2h", "-v", "-run", "^("+strings.Join(names, "|")+")$", pkg)
-		cmd.Env = append(os.Environ(), "DLQDUMP_FULL=1")
-		fmt.Fprintf(os.Stderr, "   DLQDUMP_FULL=1 %s\n", strings.Join(cmd.Args, " "))
+		cmd := exec.Command("go", "test", "-count=1", "-timeout=4h", "-v", "-run", "^("+strings.Join(names, "|")+")$", pkg)
+		cmd.Env = append(os.Environ(), env...)
+		fmt.Fprintf(os.Stderr, "   %s %s\n", strings.Join(env, " "), strings.Join(cmd.Args, " "))
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		took := time.Since(start)
