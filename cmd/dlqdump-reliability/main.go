@@ -137,6 +137,7 @@ func main() {
 		took = append(took, sectionTime{s.name, d})
 		all = append(all, rs...)
 	}
+	o.blocks = append([]block{{name: samplesBlock, text: samplesMarkdown()}}, o.blocks...)
 	report(os.Stdout, all, &o, time.Since(start), false)
 	sectionTimes(os.Stdout, took, time.Since(start))
 	if o.out != "" {
