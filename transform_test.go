@@ -22,8 +22,8 @@ import (
 // quarantines those the program fails on with its error and their stored
 // payload, and the stored originals (archived) are unchanged.
 func TestTransformRoundTrip(t *testing.T) {
-	// Its own directory and records: it overlaps the enumerations, which
-	// wait more than they compute.
+	// Its own directory and records: it runs beside the enumerations and
+	// the other parallel tests.
 	t.Parallel()
 	const n, every = 100_000, 1000 // every 1000th record's email is a number: the program fails on it
 	dir := t.TempDir()
