@@ -17,7 +17,7 @@ var enumerations = []struct{ name, ci, full string }{
 		"TestFaultsDump, dumpfaults.CI: in each of the 7 scenarios, each operation's first and last call failing without effect and with effect; its last call killing the process before and after it and hanging past Shutdown's deadline; after each first fault that took effect, the first and last call it caused failing both ways",
 		"`-only \"dump fault enumeration\"`, or `DLQDUMP_FAULTS=all go test -run TestFaultsDump .`"},
 	{"restore fault enumeration",
-		"TestFaultsRestore: on a directory, plain, restorefaults.CI (each operation's first and last call and one between, in the six modes; every fourth block boundary cancelled); on gofakes3 and through restore jobs the first and last call in the six modes (jobs: with the control requests at the first and last write); encrypted, the first and last call failing in process (fail, lost); the four in parallel",
+		"TestFaultsRestore: on a directory, plain, restorefaults.CI (each operation's first and last call and one between, in the six modes; every fourth block boundary cancelled); through restore jobs and on versitygw the first and last call in the six modes (jobs: with the control requests at the first and last write); with a replay and a discard first, the first and last call and one between in the six modes; on gofakes3 and encrypted, the first and last call failing in process (fail, lost); the six in parallel",
 		"`-only \"restore fault enumeration\"` (versitygw for S3), or `DLQDUMP_RESTORE_FAULTS_FULL=1 go test -run TestFaultsRestore .`"},
 	{"stall enumeration",
 		"TestFaultsStalls, restorefaults.StallsCI: each holder's first and last effect paused before it, on a directory; its first on gofakes3",
