@@ -1,0 +1,135 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/koykov/queue"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/internal/memsink"
+	"github.com/dlqdump/dlqdump/jobs"
+)
+
+// dumpBatches writes segments of perSeg records, record i of batch i/batch
+// (header "batch"), n records in all.
+func dumpBatches(t *testing.T, st *memsink.Store, n, batch, perSeg int) {
+	t.Helper()
+	for s := 0; s*perSeg < n; s++ {
+		q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: st.Writer(), Capacity: dlqdump.Megabyte, BlockSize: dlqdump.Kilobyte})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := s * perSeg; i < min(n, (s+1)*perSeg); i++ {
+			h := dlqdump.Headers{dlqdump.HeaderReason: "failed", "batch": fmt.Sprint(i / batch)}
+			if err := q.Enqueue(dlqdump.Envelope{Item: fmt.Sprintf("item-%05d", i), Headers: h}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logSignal is a slog handler that closes a channel at the first line
+// whose message holds one of its words.
+type logSignal struct {
+	words []string
+	once  *sync.Once
+	seen  chan struct{}
+}
+
+func newLogSignal(words ...string) logSignal {
+	return logSignal{words: words, once: &sync.Once{}, seen: make(chan struct{})}
+}
+
+func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+	for _, w := range h.words {
+		if strings.Contains(r.Message, w) {
+			h.once.Do(func() { close(h.seen) })
+		}
+	}
+	return nil
+}
+func (h logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logSignal) WithGroup(string) slog.Handler      { return h }
+
+// Jobs over one store with disjoint selections do not wait on each other by
+// ending their pass: job b, whose records share segments with job a's,
+// meets a segment a holds while a delivers from it; its pass goes on and
+// takes that segment once a lets it go, so b completes in one pass (one
+// attempt), each job delivering its records once, and b's pass reads the
+// records its selection needs only (the segments of batch 2 it never
+// opens).
+//
+// Before: b's pass ended when it met a's claim and the job was tried again
+// after a poll ("job waits for segments other restorers hold"): 2
+// attempts, and every segment it selects from read again.
+func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
+	st := memsink.New()
+	// 3 batches of 40 in segments of 30: segment 1 holds batches 0 and
+	// 1, segment 2 batches 1 and 2.
+	dumpBatches(t, st, 120, 40, 30)
+	js, err := jobs.Open(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, db := &ctlDest{}, &ctlDest{}
+	reached, release := da.hold(5)
+	sig := newLogSignal("job waits for segments other restorers hold", "held by another restorer")
+	log := slog.New(sig)
+	var rs []*dlqdump.Restorer
+	for range 2 {
+		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: da,
+			Destinations: map[string]queue.Enqueuer{"b": db}, Lease: 300 * time.Millisecond, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		rs = append(rs, r)
+	}
+	rn, err := jobs.NewRunner(js, rs, &jobs.RunnerOptions{Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rn.Close() })
+	if err := rn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Job a selects batch 0 from its end: records 30 to 39, in segment 1,
+	// which holds batch 1's 40 to 59 too. It holds that segment while its
+	// 5th delivery waits.
+	if _, err := js.Create(t.Context(), jobs.Spec{ID: "a", Select: "batch = 0 and payload ~ item-0003"}); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	if _, err := js.Create(t.Context(), jobs.Spec{ID: "b", Where: map[string]string{"batch": "1"}, Destination: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	<-sig.seen // b met a's claim on segment 1
+	close(release)
+	a, b := waitJob(t, js, "a"), waitJob(t, js, "b")
+	na, twiceA := da.delivered()
+	nb, twiceB := db.delivered()
+	if a.State != jobs.Completed || b.State != jobs.Completed || na != 10 || nb != 40 || twiceA+twiceB != 0 {
+		t.Fatalf("job a %s with %d delivered (%d twice), job b %s with %d (%d twice); want both completed, 10 and 40 delivered once",
+			a.State, na, twiceA, b.State, nb, twiceB)
+	}
+	if b.Attempts != 1 || a.Attempts != 1 {
+		t.Fatalf("job a took %d passes, job b %d: want one each (b's pass waits for the segment a holds)", a.Attempts, b.Attempts)
+	}
+	// b read segment 1's remainder (batch 1's records a left) and segment
+	// 2 (batch 1's 60 to 79, and batch 2's 80 to 89): 10 records read and
+	// left at most.
+	if b.Skipped > 10 {
+		t.Fatalf("job b read and left %d records: want at most 10 (segment 2's batch 2)", b.Skipped)
+	}
+}
