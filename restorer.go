@@ -58,6 +58,7 @@ type Restorer struct {
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
+	plans                                 planCache // what selective passes planned segments with (restore_plancache.go)
 	lastErr                               atomic.Pointer[error]
 }
 
