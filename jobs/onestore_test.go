@@ -73,16 +73,22 @@ func (h logSignal) WithGroup(string) slog.Handler      { return h }
 // Before: b's pass ended when it met a's claim and the job was tried again
 // after a poll ("job waits for segments other restorers hold"): 2
 // attempts, and every segment it selects from read again.
-func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
+// sharedSegmentJobs starts a runner of two Restorers over a store of 3
+// batches of 40 records in segments of 30 (segment 1 holds batches 0 and
+// 1, segment 2 batches 1 and 2), with WaitHeld wait, and two jobs: a,
+// delivering into da the records of batch 0 in segment 1 (30 to 39), which
+// holds segment 1 at its 5th delivery until release is closed, and b,
+// created then, delivering batch 1 into db. met is closed once b's pass
+// met a's claim on segment 1.
+func sharedSegmentJobs(t *testing.T, wait time.Duration) (js *jobs.Store, da, db *ctlDest, met <-chan struct{}, release chan struct{}) {
+	t.Helper()
 	st := memsink.New()
-	// 3 batches of 40 in segments of 30: segment 1 holds batches 0 and
-	// 1, segment 2 batches 1 and 2.
 	dumpBatches(t, st, 120, 40, 30)
 	js, err := jobs.Open(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	da, db := &ctlDest{}, &ctlDest{}
+	da, db = &ctlDest{}, &ctlDest{}
 	reached, release := da.hold(5)
 	sig := newLogSignal("job waits for segments other restorers hold", "held by another restorer")
 	log := slog.New(sig)
@@ -96,17 +102,23 @@ func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
 		t.Cleanup(func() { _ = r.Close() })
 		rs = append(rs, r)
 	}
-	rn, err := jobs.NewRunner(js, rs, &jobs.RunnerOptions{Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: log})
+	rn, err := jobs.NewRunner(js, rs, &jobs.RunnerOptions{Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: log, WaitHeld: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rn.Close() })
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
 	if err := rn.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Job a selects batch 0 from its end: records 30 to 39, in segment 1,
-	// which holds batch 1's 40 to 59 too. It holds that segment while its
-	// 5th delivery waits.
+	// Job a's selection is in segment 1 alone; it holds that segment
+	// while its 5th delivery waits.
 	if _, err := js.Create(t.Context(), jobs.Spec{ID: "a", Select: "batch = 0 and payload ~ item-0003"}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +126,12 @@ func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
 	if _, err := js.Create(t.Context(), jobs.Spec{ID: "b", Where: map[string]string{"batch": "1"}, Destination: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	<-sig.seen // b met a's claim on segment 1
+	return js, da, db, sig.seen, release
+}
+
+func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
+	js, da, db, met, release := sharedSegmentJobs(t, time.Minute)
+	<-met // b met a's claim on segment 1
 	close(release)
 	a, b := waitJob(t, js, "a"), waitJob(t, js, "b")
 	na, twiceA := da.delivered()
@@ -131,5 +148,55 @@ func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
 	// left at most.
 	if b.Skipped > 10 {
 		t.Fatalf("job b read and left %d records: want at most 10 (segment 2's batch 2)", b.Skipped)
+	}
+}
+
+// A job waiting for a segment another job holds is paused within its wait
+// (a pause ends the wait at once), delivering nothing meanwhile, and
+// resumed it goes on from where it was.
+func TestPauseEndsTheWaitForAHeldSegment(t *testing.T) {
+	js, da, db, met, release := sharedSegmentJobs(t, time.Hour)
+	<-met
+	// b delivered segment 2's batch 1 (60 to 79) and waits for segment 1.
+	waitFor(t, func() bool { n, _ := db.delivered(); return n == 20 })
+	if _, err := js.Pause(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return j0(t, js, "b").State == jobs.Paused }) // a holds segment 1 all along
+	if n, _ := db.delivered(); n != 20 {
+		t.Fatalf("job b delivered %d records while paused, want 20", n)
+	}
+	close(release)
+	if a := waitJob(t, js, "a"); a.State != jobs.Completed {
+		t.Fatalf("job a %s", a.State)
+	}
+	if _, err := js.Resume(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	b := waitJob(t, js, "b")
+	na, _ := da.delivered()
+	nb, twice := db.delivered()
+	if b.State != jobs.Completed || na != 10 || nb != 40 || twice != 0 {
+		t.Fatalf("job b %s, %d delivered (%d twice); job a delivered %d", b.State, nb, twice, na)
+	}
+}
+
+// A job's pass waits for a held segment for RunnerOptions.WaitHeld at most:
+// then it ends, and the job is tried again after a poll, keeping when it
+// was due (Job.At); the retry's time is Job.Next.
+func TestWaitForAHeldSegmentIsBounded(t *testing.T) {
+	js, _, db, met, release := sharedSegmentJobs(t, 10*time.Millisecond)
+	<-met
+	created := j0(t, js, "b")
+	var j jobs.Job
+	waitFor(t, func() bool { j = j0(t, js, "b"); return j.State == jobs.Pending && j.Attempts >= 1 })
+	if !j.At.Equal(created.At) || j.Next.IsZero() {
+		t.Fatalf("job b waiting for a retry: due %s, next %s; created due %s: want the due time kept and the retry in Next", j.At, j.Next, created.At)
+	}
+	close(release)
+	b := waitJob(t, js, "b")
+	nb, twice := db.delivered()
+	if b.State != jobs.Completed || b.Attempts < 2 || nb != 40 || twice != 0 || !b.At.Equal(created.At) {
+		t.Fatalf("job b %s after %d passes, %d delivered (%d twice), due %s (created due %s)", b.State, b.Attempts, nb, twice, b.At, created.At)
 	}
 }
