@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/backoff"
@@ -33,6 +34,7 @@ const (
 func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []string, rep *Report, settle func(string, error) (bool, error)) (stop bool, err error) {
 	until := time.Now().Add(opts.WaitClaimed)
 	for _, name := range held {
+		r.log.Debug("waiting for a segment held by another restorer", slog.String("segment", name), slog.Duration("at_most", time.Until(until)))
 		for attempt := 0; ; attempt++ {
 			if opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 				return false, nil
@@ -41,6 +43,8 @@ func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []str
 			switch {
 			case ctx.Err() != nil:
 				return true, ctx.Err()
+			case r.closing.Err() != nil:
+				return settle(name, ErrClosed)
 			case opts.Stop != nil && opts.Stop.Err() != nil:
 				return settle(name, &blockStop{context.Cause(opts.Stop)})
 			case err == nil:
@@ -66,13 +70,12 @@ func isClaimed(err error) bool { return errors.Is(err, ErrClaimed) }
 // gone, released, or unchanged for its holder's lease), looking at its
 // record after a back-off grown for attempt (at once for the first), or
 // an error wrapping ErrClaimed once until passed, or the error of a stop
-// (ctx, opts.Stop).
+// (ctx, opts.Stop, Close).
 func (r *Restorer) awaitRelease(ctx context.Context, opts *RunOptions, name string, until time.Time, attempt int) error {
-	wctx := ctx
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.closing, cancel)() // Close ends the wait
 	if opts.Stop != nil {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithCancel(ctx)
-		defer cancel()
 		defer context.AfterFunc(opts.Stop, cancel)()
 	}
 	for look := attempt; ; look++ {

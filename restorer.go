@@ -309,7 +309,8 @@ type Report struct {
 	LeftSegments int
 	// Claimed counts the segments left alone because another restorer
 	// holds them (or held them, until its claim is seen unchanged for its
-	// lease).
+	// lease); with RunOptions.WaitClaimed, those still held at the end of
+	// the wait.
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
@@ -477,7 +478,7 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			errs = append(errs, err)
 			return true, result()
 		case errors.Is(err, ErrClaimed) && opts.WaitClaimed > 0 && !slices.Contains(held, si):
-			r.log.Debug("a segment the pass selects from is held by another restorer; the pass waits for it at its end",
+			r.log.Debug("a segment the pass selects from is held by another restorer; the pass comes back to it at its end",
 				slog.String("segment", si), slog.Any("error", err))
 			held = append(held, si)
 		case errors.Is(err, ErrClaimed):
