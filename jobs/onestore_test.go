@@ -200,3 +200,37 @@ func TestWaitForAHeldSegmentIsBounded(t *testing.T) {
 		t.Fatalf("job b %s after %d passes, %d delivered (%d twice), due %s (created due %s)", b.State, b.Attempts, nb, twice, b.At, created.At)
 	}
 }
+
+// Jobs whose selections overlap, run at once over segments they share,
+// deliver each record once: one job at a time holds a segment, and the
+// next reads only what the one before left in it. Here 4 jobs, each
+// selecting two neighbouring batches of 5 (batches 0-1, 1-2, 2-3, 3-4),
+// over segments of 15 records, on 4 Restorers; every job completes in one
+// pass.
+func TestOverlappingJobsDeliverEachRecordOnce(t *testing.T) {
+	st := memsink.New()
+	dumpBatches(t, st, 5*40, 40, 15)
+	d := &dest{}
+	js, rn := newRunner(t, st, d, 4)
+	for k := range 4 {
+		if _, err := js.Create(t.Context(), jobs.Spec{ID: fmt.Sprint("j", k), Select: fmt.Sprintf("batch in (%d, %d)", k, k+1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var delivered uint64
+	for k := range 4 {
+		j := waitJob(t, js, fmt.Sprint("j", k))
+		if j.State != jobs.Completed || j.Attempts != 1 {
+			t.Fatalf("job %s: %s after %d passes; want completed in one", j.ID, j.State, j.Attempts)
+		}
+		delivered += j.Delivered
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n != 200 || len(d.got) != 200 || delivered != 200 {
+		t.Fatalf("%d deliveries of %d records (the jobs say %d); want the 200 of batches 0 to 4 once each", d.n, len(d.got), delivered)
+	}
+}
