@@ -187,23 +187,30 @@ type Config struct {
 	// became of each (delivered, set aside, or a stop) is applied in that
 	// order, so a checkpoint never passes a record whose delivery has not
 	// ended, and a block's deliveries all end before its checkpoint: a
-	// crash still delivers at most one block twice. A pass that stops at a
-	// record (ctx, Close, Limit, ErrUnavailable) resumes there, so the
-	// records after it that were accepted meanwhile, at most
-	// Concurrency-1, are delivered again. Default 1: one at a time.
+	// crash still delivers at most one block of each segment in flight
+	// twice. A pass that stops at a record (ctx, Close, Limit,
+	// ErrUnavailable) resumes there, so the records after it that were
+	// accepted meanwhile, at most Concurrency-1, are delivered again.
+	// Default 1: one at a time, also with several SegmentsInFlight.
 	Concurrency int
 	// SegmentsInFlight is how many segments a Restorer works on at once:
-	// while one delivers, the next are claimed, opened and read ahead, and
-	// those delivered are deleted (or archived) with their records, so
-	// that the round trips of a distant store (S3: some milliseconds each,
-	// ten or more on AWS) overlap instead of adding up. Deliveries keep
-	// the order and the bound of one segment at a time: the segments
-	// deliver in listing order, each once the one before it has recorded
-	// that its deliveries are done, so a crash still delivers at most one
-	// block twice. A dry run, and a pass with a Limit, work on one segment
-	// at a time. Each segment in flight holds a claim (renewed every
-	// Lease/3) and its read-ahead (see s3.Reader.ReadAhead). 1: one at a
-	// time. Default 8.
+	// each is claimed, read, delivered block by block with a checkpoint
+	// after each block, and deleted (or archived) with its record, and the
+	// round trips of the segments in flight overlap instead of adding up
+	// (S3: some milliseconds each, ten or more on AWS), the checkpoints
+	// too: while one segment's checkpoint is on its way, another delivers
+	// a block. Each segment delivers in its own order; the segments take
+	// turns a block at a time, so the Queue sees at most Concurrency
+	// Enqueue calls at once. A crash delivers at most one block twice per
+	// segment in flight: SegmentsInFlight blocks at most. A segment whose
+	// last checkpoint is stored leaves its place to the next while it is
+	// deleted with its record, so as many more may be finishing, holding
+	// their claims and delivering nothing. A dry run, a pass with a Limit
+	// or an OnBlock, and a pass over the quarantine work on one segment at
+	// a time. Each segment in flight holds a claim (renewed every Lease/3)
+	// and its read-ahead (see s3.Reader.ReadAhead; the decoded blocks
+	// ahead of delivery share segment.DefaultReadAhead). 1: one at a time,
+	// and one block twice at most. Default 8 (DefaultSegmentsInFlight).
 	SegmentsInFlight int
 	// MaxReplays quarantines records that were restored and dead-lettered
 	// again this many times (HeaderReplays), instead of cycling forever.
@@ -242,14 +249,14 @@ type Config struct {
 	Lease time.Duration
 	// CheckpointInterval is the least time between two checkpoints while a
 	// segment is restored. A checkpoint is written after every block (so a
-	// crash delivers at most one block twice) unless the previous one is
-	// younger than this; the last block's is always written. On a distant
-	// store (S3) the default is the fast one for many segments: their
-	// checkpoints' round trips overlap the other segments' work (see
-	// SegmentsInFlight). Within one large segment each block waits for the
-	// previous one's checkpoint; setting this trades the one-block bound
-	// for fewer writes there: a crash then delivers up to this long's
-	// deliveries twice. Default 0.
+	// crash delivers at most one block of each segment in flight twice)
+	// unless the previous one is younger than this; the last block's is
+	// always written. On a distant store (S3) the default is the fast one
+	// when several segments are ready: their checkpoints' round trips
+	// overlap (see SegmentsInFlight). Within one segment each block waits
+	// for the previous one's checkpoint; setting this trades the one-block
+	// bound for fewer writes there: a crash then delivers up to this
+	// long's deliveries twice. Default 0.
 	CheckpointInterval time.Duration
 	// Archive moves restored segments to the archive area instead of
 	// deleting them. Default false.
@@ -460,7 +467,7 @@ func (c *Config) restorerConfig() (*restorerConfig, error) {
 		r.Concurrency = 1
 	}
 	if r.SegmentsInFlight == 0 {
-		r.SegmentsInFlight = defaultSegmentsInFlight
+		r.SegmentsInFlight = DefaultSegmentsInFlight
 	}
 	if r.MaxReplays == 0 {
 		r.MaxReplays = 5
@@ -545,12 +552,13 @@ func (c *Config) maxRecordSize() (int, error) {
 	return int(c.MaxRecordSize), nil
 }
 
-// defaultSegmentsInFlight and maxSegmentsInFlight are Config.SegmentsInFlight's
-// default and bound.
-const (
-	defaultSegmentsInFlight = 8
-	maxSegmentsInFlight     = 256
-)
+// DefaultSegmentsInFlight is Config.SegmentsInFlight's default: after a
+// crash, at most this many blocks (one per segment in flight) are
+// delivered twice.
+const DefaultSegmentsInFlight = 8
+
+// maxSegmentsInFlight bounds Config.SegmentsInFlight.
+const maxSegmentsInFlight = 256
 
 // queueConfig is a validated copy of the Queue's fields.
 type queueConfig struct {

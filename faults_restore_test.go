@@ -18,7 +18,9 @@ func init() {
 // without effect, taking effect and reporting failure) and in a child
 // process (killed before or after the call), every fourth block boundary
 // cancelled, and, through restore jobs, requests interleaved with the
-// writes of the jobs' and segments' records. cmd/dlqdump-reliability (or
+// writes of the jobs' and segments' records; on a directory, on gofakes3
+// and on versitygw (skipped when there is none, see s3test.Versity).
+// cmd/dlqdump-reliability (or
 // DLQDUMP_RESTORE_FAULTS_FULL=1) runs every point and every boundary. One
 // point alone:
 //
@@ -33,35 +35,50 @@ func TestFaultsRestore(t *testing.T) {
 		cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=faults-restore")
 		return cmd
 	}
-	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
-	srv, stop, err := s3test.NewFake(nil)
-	if err != nil {
-		t.Fatal(err)
+	dirs := func(*testing.T) restorefaults.Store {
+		return restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
 	}
-	defer stop()
+	fake := func(t *testing.T) restorefaults.Store {
+		srv, stop, err := s3test.NewFake(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		return restorefaults.S3Store(srv)
+	}
+	versity := func(t *testing.T) restorefaults.Store {
+		return restorefaults.S3Store(s3test.VersityFor(t, &s3test.Options{Bucket: "dlqdump-restorefaults"}))
+	}
 	full := os.Getenv("DLQDUMP_RESTORE_FAULTS_FULL") != ""
+	// The sample on S3, and encrypted, is smaller: the first and last
+	// call of each operation, and no cancellations.
+	small := restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}
 	for _, tc := range []struct {
-		store   restorefaults.Store
+		name    string
+		store   func(*testing.T) restorefaults.Store
 		variant restorefaults.Variant
 		sel     restorefaults.Selection
 	}{
-		{dirs, restorefaults.Variant{}, restorefaults.CI},
-		// The sample on S3, and encrypted, is smaller: the first and
-		// last call of each operation, and no cancellations.
-		{restorefaults.S3Store(srv), restorefaults.Variant{}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
-		{dirs, restorefaults.Variant{Encrypted: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+		{"fs", dirs, restorefaults.Variant{}, restorefaults.CI},
+		{"gofakes3", fake, restorefaults.Variant{}, small},
+		{"versitygw", versity, restorefaults.Variant{}, small},
+		{"fs", dirs, restorefaults.Variant{Encrypted: true}, small},
 		// Jobs: and each request (pause, cancel, a pause withdrawn)
 		// before the first and last write of a table and of a segment's
 		// record, with the call made as usual and with the runner
 		// paused there past its lease.
-		{dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
+		{"fs", dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
+		// A replay of one record and a discard of two by their IDs
+		// first: each call of theirs faulted too.
+		{"fs", dirs, restorefaults.Variant{Act: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: 2}},
 	} {
-		t.Run(tc.store.Name()+"-"+tc.variant.String(), func(t *testing.T) {
+		t.Run(tc.name+"-"+tc.variant.String(), func(t *testing.T) {
+			store := tc.store(t)
 			sel := tc.sel
 			if full {
 				sel = restorefaults.Every // every point, every block boundary
 			}
-			h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: child}
+			h := &restorefaults.Harness{Store: store, Variant: tc.variant, Child: child}
 			rep, err := h.Explore(t.Context(), sel, func(r *restorefaults.Result) {
 				if !r.Held() && !r.Unexplored() {
 					t.Errorf("%s", r)

@@ -190,3 +190,79 @@ func (s *faultySegment) Close() error {
 func segmentReader(f *os.File, size int64) (*segment.Reader, error) {
 	return segment.NewReader(f, size, nil)
 }
+
+// checkSegmentOrder checks that got, the payloads a restore delivered from
+// records (the segments' records read before it, readDir), holds every
+// record once and the records of each segment in the segment's order: the
+// segments in flight deliver at once, each in its own order.
+func checkSegmentOrder(t testing.TB, records []dumped, got []string) {
+	t.Helper()
+	type place struct {
+		segment string
+		seq     uint64
+	}
+	at := make(map[string]place, len(records))
+	for _, d := range records {
+		at[d.Payload] = place{d.Segment, d.Seq}
+	}
+	last := map[string]uint64{}
+	seen := make(map[string]bool, len(got))
+	for i, p := range got {
+		pl, ok := at[p]
+		switch {
+		case !ok:
+			t.Fatalf("delivered %q, which was not dumped", p)
+		case seen[p]:
+			t.Fatalf("%q delivered twice", p)
+		}
+		seen[p] = true
+		if n, ok := last[pl.segment]; ok && pl.seq <= n {
+			t.Fatalf("delivery %d is record %d of %s, after its record %d: not the segment's order", i, pl.seq, pl.segment, n)
+		}
+		last[pl.segment] = pl.seq
+	}
+	if len(seen) != len(at) {
+		t.Fatalf("delivered %d of %d records", len(seen), len(at))
+	}
+}
+
+// checkKills checks the crash promise over the rounds of a restorer
+// killed at the end of each round but the last: a record delivered in a
+// round and again in a later one was at risk when that round's process was
+// killed, and what each kill puts at risk is at most one block (maxBlock
+// records) of each segment in flight (at most inFlight segments). records
+// are the segments' records read before the restore (readDir), by payload.
+// It returns the records delivered twice in all, and the most segments one
+// kill put records of at risk.
+func checkKills(t testing.TB, records []dumped, rounds [][]string, maxBlock, inFlight int) (dups, segments int) {
+	t.Helper()
+	segOf := make(map[string]string, len(records))
+	for _, d := range records {
+		segOf[d.Payload] = d.Segment
+	}
+	last := map[string]int{} // the last round that delivered a record
+	for k, round := range rounds {
+		for _, p := range round {
+			last[p] = k
+		}
+	}
+	for k, round := range rounds {
+		risk := map[string]int{} // by segment, of the records delivered again later
+		for _, p := range round {
+			if last[p] > k {
+				risk[segOf[p]]++
+				dups++
+			}
+		}
+		segments = max(segments, len(risk))
+		if len(risk) > inFlight {
+			t.Fatalf("kill %d: records of %d segments delivered again, more than the %d in flight: %v", k+1, len(risk), inFlight, risk)
+		}
+		for seg, n := range risk {
+			if n > maxBlock {
+				t.Fatalf("kill %d: %d records of segment %s delivered again, more than one block (%d)", k+1, n, seg, maxBlock)
+			}
+		}
+	}
+	return dups, segments
+}

@@ -24,5 +24,10 @@ var FailReasons = []string{
 // ("version"), damaged ("damaged"), whose progress cannot be trusted
 // ("progress"), not encrypted under RequireEncrypted ("unencrypted") or
 // holding a block larger than Config.MaxRecordSize allows ("too_large"),
-// and records a RunOptions.Transform refused ("transform").
-var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large", "transform"}
+// and records a RunOptions.Transform refused ("transform"). A discard
+// (RunOptions.Discard) is counted as DiscardLabel.
+var QuarantineReasons = []string{"refused", "decode", "replays", "version", "damaged", "progress", "unencrypted", "too_large", "transform", DiscardLabel}
+
+// DiscardLabel is the MetricsWriter.Quarantine reason of records a person
+// discarded (RunOptions.Discard).
+const DiscardLabel = "discarded"

@@ -25,6 +25,10 @@ func (g *segRun) record(rec *segment.Record) error {
 	if g.opts.Limit > 0 && g.taken() >= g.opts.Limit {
 		return errStop
 	}
+	if g.opts.Discard != "" {
+		// Set aside as a refused record is, labelled DiscardLabel.
+		return g.settle(rec, outcome{kind: setAside, label: "discarded", reason: "discarded: " + g.opts.Discard})
+	}
 	replays := replaysOf(rec)
 	if r.c.MaxReplays >= 0 && replays >= r.c.MaxReplays {
 		return g.settle(rec, outcome{kind: setAside, label: "replays", reason: fmt.Sprintf("replayed %d times, MaxReplays is %d", replays, r.c.MaxReplays)})
@@ -57,6 +61,26 @@ func (g *segRun) record(rec *segment.Record) error {
 	g.rep.Retried += retried
 	return g.done(rec, deliveryOutcome(g.cutShort(err)))
 }
+
+// takeDelivery waits for the Restorer's delivery token: one segment's run
+// at a time hands records to the destination (restore_pipeline.go), or ctx's
+// error.
+func (r *Restorer) takeDelivery(ctx context.Context) error {
+	select {
+	case r.delivering <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.delivering <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// giveDelivery gives the delivery token back.
+func (r *Restorer) giveDelivery() { <-r.delivering }
 
 // fate is what became of a record.
 type fate uint8

@@ -13,19 +13,31 @@ import (
 )
 
 // pipeline restores the segments of a pass several at a time, so that the
-// round trips of one (its claim, its reads, its finish: deleting it and its
-// record) overlap the deliveries of another, while the deliveries themselves
-// keep the order and the bound of one segment at a time: the segments
-// deliver in the pass's order, each waiting for its turn, which the one
-// before it passes once its deliveries are durable (its progress says it is
-// done) or its run ended without stopping the pass. So a crash still
-// delivers at most one block twice, and the destination receives the
-// records in the order a pass restoring one segment at a time gives it.
+// round trips of one (its claim, its reads, its checkpoints, its finish:
+// deleting it and its record) overlap those of the others. Each segment
+// delivers in its own order and checkpoints after each block, so a crash
+// delivers at most one block twice per segment in flight; the deliveries of
+// different segments overlap, a block at a time: a run holds the Restorer's
+// delivery token (Restorer.delivering) while it hands a block's records to
+// the destination, and lets it go before the block's checkpoint, whose round
+// trip overlaps the other segments' deliveries. So the destination sees at
+// most Config.Concurrency Enqueue calls at once, as with one segment, and
+// whole blocks of a segment, in the segment's order.
 //
-// A feeding goroutine starts the runs in the pass's order, at most depth at
-// once; Run takes their outcomes in that order (restore) and stop ends the
-// pipeline. With depth 1 there is no feeder: a segment is restored when Run
-// asks for it, into the pass's report.
+// A run that stops the pass (a stop, the destination unavailable, a lost
+// claim: stopsPass) cancels the others, which save where they stopped at
+// their next record, and Run reports why the pass stopped.
+//
+// A feeding goroutine starts the runs in the pass's order: at most depth
+// (Config.SegmentsInFlight) of them between their claim and their last
+// checkpoint, the segments in flight that the crash bound counts, and as
+// many more being finished (writing side segments, deleting the segment and
+// its record), which deliver nothing: a segment's place goes to the next
+// once its deliveries are durable (inFlight.delivered), so that its finish's
+// round trips overlap the next segment's. Run takes their outcomes in the
+// pass's order (restore) and stop ends the pipeline. With depth 1 there is
+// no feeder: a segment is restored when Run asks for it, into the pass's
+// report.
 //
 // The pass's order is the listing's, oldest first, until other restorers
 // show (they held claims when the pass listed the store, or a run met one of
@@ -34,7 +46,12 @@ import (
 // first), so that restorers spread over the listing instead of all trying
 // the same segments; a part is looked at (its page of the listing, and the
 // records) before it is started, and a part where a run met another
-// restorer's claim is left to it.
+// restorer's claim is left to it. A segment whose claim was live when the
+// pass listed the store is left to its holder without a request (the
+// listing's look at its record keeps observing it, so that a holder that
+// stopped is taken over once its lease passes); when a run meets another
+// restorer's work since the listing, the feeder looks at the store again in
+// the background and meanwhile goes on starting what it knows to be free.
 type pipeline struct {
 	r        *Restorer
 	opts     *RunOptions
@@ -45,7 +62,7 @@ type pipeline struct {
 	depth    int
 	ctx      context.Context
 	cancel   context.CancelFunc
-	fed      sync.WaitGroup // the feeding goroutine
+	fed      sync.WaitGroup // the feeding goroutine and its looks
 	runs     sync.WaitGroup // the segments' runs
 
 	mu      sync.Mutex
@@ -54,15 +71,17 @@ type pipeline struct {
 	runAt   int              // Run's position in the order
 	jobs    map[int]*segJob  // started, not yet taken by Run, by index
 	passed  map[int]error    // passed over by the feeder, with why (see others)
-	last    <-chan struct{}  // the turn of the last job started
 	stopped bool             // stop was called
+	cause   error            // why a run stopped the pass, cancelling the others
 	taken   map[*segJob]bool // taken by Run
 	all     []*segJob        // every job started
 
 	// What other restorers did since the pass's listing, learnt when a
 	// run met it (a segment claimed or finished by another): the feeder
 	// lists the store again and passes over what is no longer to be had.
-	// Owned by the feeder.
+	// started, elsewhere and gone are under mu; left is the feeder's.
+	listed        *storeStatus    // the refresh the pass listed the store with
+	looking       atomic.Bool     // a look at the store again is under way (others)
 	relistRecords atomic.Bool     // a run met another restorer's claim
 	relistReady   atomic.Bool     // a run met a segment another restorer finished
 	started       map[string]bool // the names this pass started
@@ -110,48 +129,35 @@ type segJob struct {
 	name string
 	rep  Report
 	err  error
-	turn turn
 	done chan struct{}
+	in   inFlight
 }
 
-// turn is a segment's place in the order of deliveries.
-type turn struct {
-	prev <-chan struct{} // closed when the segment before may no longer deliver
-	mine chan struct{}   // closed by pass
+// inFlight connects a segment's run to the pipeline of its pass. Its
+// methods do nothing on a nil *inFlight (one segment at a time).
+type inFlight struct {
+	pl   *pipeline
+	slot func() // gives the segment's place among those delivering back
 	once sync.Once
 }
 
-// wait returns once the segment may deliver: the one before it passed.
-func (t *turn) wait(ctx context.Context) error {
-	if t == nil {
-		return nil
-	}
-	select {
-	case <-t.prev:
-		return nil
-	default:
-	}
-	select {
-	case <-t.prev:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// delivered says that the segment's deliveries are durable (its progress
+// says it is done) or over (its run ended): what is left of its run
+// (writing its side segments, deleting it and its record) puts no record
+// at risk, and its place among the segments delivering goes to the next.
+// It may be called more than once.
+func (in *inFlight) delivered() {
+	if in != nil && in.slot != nil {
+		in.once.Do(in.slot)
 	}
 }
 
-// pass lets the next segment deliver. It may be called more than once.
-func (t *turn) pass() {
-	if t != nil {
-		t.once.Do(func() { close(t.mine) })
+// stopPass stops the other segments of the pass (see pipeline.halt).
+func (in *inFlight) stopPass(err error) {
+	if in != nil {
+		in.pl.halt(err)
 	}
 }
-
-// closedTurn is the turn before the first segment's.
-var closedTurn = func() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // segmentsInFlight returns how many segments a pass with opts works on at
 // once: one for a dry run, for a pass with a Limit, an OnBlock or an
@@ -170,10 +176,16 @@ func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []st
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
 		partSize: min(max(len(names)/parts, minPart), seenPage),
-		jobs:     map[int]*segJob{}, passed: map[int]error{}, last: closedTurn, taken: map[*segJob]bool{}, started: map[string]bool{}}
+		jobs:     map[int]*segJob{}, passed: map[int]error{}, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
+	if len(opts.Segments) == 0 {
+		// The listing this pass made (passNames); a pass over named
+		// segments made none, and the last one's may be older than
+		// what its caller saw since (a claim it watched expire).
+		pl.listed = r.status.Load()
+	}
 	if pl.depth > 1 {
-		if st := r.status.Load(); st != nil && st.claimed > 0 {
+		if st := pl.listed; st != nil && st.claimed > 0 {
 			pl.mu.Lock()
 			pl.shuffleLocked()
 			pl.mu.Unlock()
@@ -231,7 +243,10 @@ func (pl *pipeline) startable(name string) bool {
 	return !skipped
 }
 
-// feed starts the runs in listing order, at most depth at once.
+// feed starts the runs in listing order: at most depth of them claiming,
+// reading and delivering their segments at once, and as many more ending
+// (writing side segments, deleting the segment and its record), which
+// delivers nothing.
 func (pl *pipeline) feed() {
 	defer pl.fed.Done()
 	defer func() {
@@ -240,7 +255,8 @@ func (pl *pipeline) feed() {
 		pl.changed.Broadcast()
 		pl.mu.Unlock()
 	}()
-	slots := make(chan struct{}, pl.depth)
+	slots := make(chan struct{}, 2*pl.depth) // runs
+	delivering := make(chan struct{}, pl.depth)
 	looked := -1 // the part looked at last
 	for k := range pl.names {
 		if pl.ctx.Err() != nil {
@@ -254,6 +270,12 @@ func (pl *pipeline) feed() {
 			select {
 			case slots <- struct{}{}:
 			case <-pl.ctx.Done():
+				return
+			}
+			select {
+			case delivering <- struct{}{}:
+			case <-pl.ctx.Done():
+				<-slots
 				return
 			}
 			if m := int(pl.met.Swap(0)); m > 0 {
@@ -273,14 +295,22 @@ func (pl *pipeline) feed() {
 				pl.relistRecords.Store(false)
 				pl.relistReady.Store(false)
 				pl.others(i, true, true)
+			} else if pl.looking.Load() {
+				// A look is on its way: start what is known not
+				// taken, as the look will.
 			} else if records, ready := pl.relistRecords.Swap(false), pl.relistReady.Swap(false); records || ready {
-				pl.others(i, records, ready)
+				pl.looking.Store(true)
+				pl.fed.Go(func() {
+					defer pl.looking.Store(false)
+					pl.others(i, records, ready)
+				})
 			}
 			pl.mu.Lock()
 			if err := pl.elsewhereLocked(i, name); err != nil {
 				pl.passed[i] = err
+				<-delivering
 				<-slots
-			} else if j := pl.startLocked(i, name, func() { <-slots }); j == nil {
+			} else if j := pl.startLocked(i, name, func() { <-delivering }, func() { <-slots }); j == nil {
 				pl.mu.Unlock()
 				return
 			}
@@ -293,16 +323,17 @@ func (pl *pipeline) feed() {
 	}
 }
 
-// startLocked starts the run of names[i], its turn after the last one
-// started's; ended is called when it ends. It returns nil once stopped.
-func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
+// startLocked starts the run of names[i]; delivered is called once its
+// deliveries are over (see inFlight.delivered), ended when it ends. It
+// returns nil once stopped.
+func (pl *pipeline) startLocked(i int, name string, delivered, ended func()) *segJob {
 	if pl.stopped {
+		delivered()
 		ended()
 		return nil
 	}
-	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{}),
-		turn: turn{prev: pl.last, mine: make(chan struct{})}}
-	pl.last = j.turn.mine
+	j := &segJob{name: name, rep: Report{ByReason: map[string]uint64{}}, done: make(chan struct{})}
+	j.in = inFlight{pl: pl, slot: delivered}
 	pl.jobs[i] = j
 	pl.started[name] = true
 	pl.all = append(pl.all, j)
@@ -311,9 +342,10 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	go func() {
 		defer pl.runs.Done()
 		defer ended()
-		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.turn)
-		if !pl.stopsPass(j.err) {
-			j.turn.pass()
+		defer j.in.delivered()
+		j.err = pl.r.restoreSegment(pl.ctx, name, pl.opts, &j.rep, &j.in)
+		if pl.stopsPass(j.err) {
+			pl.halt(j.err)
 		}
 		switch { // another restorer works here
 		case errors.Is(j.err, ErrClaimed):
@@ -327,15 +359,33 @@ func (pl *pipeline) startLocked(i int, name string, ended func()) *segJob {
 	return j
 }
 
-// stopsPass reports whether the segments after one that ended with err must
-// not deliver: the pass stops, or the segment's claim was lost. A lost claim
-// means this process stalled past its lease (or lost the store): the claims
-// of the segments after it, taken as long ago, are as likely lost, and each
-// of them delivering a block before learning it would put a block per
-// segment in flight at risk of a second delivery instead of one.
+// stopsPass reports whether a run that ended with err stops the pass: it
+// was stopped (Limit, Close, a window closing), the destination is
+// unavailable, or the segment's claim was lost. A lost claim means this
+// process stalled past its lease (or lost the store): the claims of the
+// other segments in flight, taken as long ago, are as likely lost, and each
+// of them delivering a block more before learning it would add to what a
+// taker delivers again.
+func stopsPass(err error) bool {
+	return errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLeaseLost)
+}
+
+// stopsPass reports whether a run that ended with err stops the pass, or
+// ended because it stopped (the pass's context, Close).
 func (pl *pipeline) stopsPass(err error) bool {
-	return err != nil && (errors.Is(err, errStop) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLeaseLost) ||
-		pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+	return err != nil && (stopsPass(err) || pl.ctx.Err() != nil || pl.r.closing.Err() != nil)
+}
+
+// halt stops the other runs of the pass, which save where they stopped, and
+// keeps err as why the pass stopped, unless it stopped already (err is then
+// the cancellation's consequence).
+func (pl *pipeline) halt(err error) {
+	pl.mu.Lock()
+	if pl.cause == nil && pl.ctx.Err() == nil {
+		pl.cause = err
+	}
+	pl.mu.Unlock()
+	pl.cancel()
 }
 
 // restore returns the outcome of names[i], which Run restores now: its
@@ -350,6 +400,10 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	for pl.next <= pl.positionLocked(i) && pl.jobs[i] == nil && !pl.stopped {
 		pl.changed.Wait()
 	}
+	if cause := pl.cause; cause != nil && pl.jobs[i] == nil {
+		pl.mu.Unlock()
+		return cause // not started: the pass stopped
+	}
 	if err, ok := pl.passed[i]; ok {
 		delete(pl.passed, i)
 		pl.mu.Unlock()
@@ -358,7 +412,7 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	j := pl.jobs[i]
 	if j == nil {
 		// Not started ahead: now, after everything started.
-		j = pl.startLocked(i, pl.names[i], func() {})
+		j = pl.startLocked(i, pl.names[i], func() {}, func() {})
 	}
 	if j != nil {
 		delete(pl.jobs, i)
@@ -370,6 +424,14 @@ func (pl *pipeline) restore(i int, rep *Report) error {
 	}
 	<-j.done
 	rep.add(&j.rep)
+	pl.mu.Lock()
+	cause := pl.cause
+	pl.mu.Unlock()
+	if j.err != nil && cause != nil {
+		// Cut short by another run that stopped the pass (or that run
+		// itself): why the pass stopped.
+		return cause
+	}
 	return j.err
 }
 
@@ -380,8 +442,8 @@ func (pl *pipeline) end(rep *Report) Report {
 	return *rep
 }
 
-// stop ends the pipeline: the runs not taken by Run are cancelled (those
-// waiting for their turn release their claims) and waited for, and what they
+// stop ends the pipeline: the runs not taken by Run are cancelled (they save
+// where they stopped and release their claims) and waited for, and what they
 // did is added to rep (when not nil). Only the first call does anything.
 func (pl *pipeline) stop(rep *Report) {
 	pl.mu.Lock()
@@ -447,44 +509,60 @@ const seenPage = 1000
 // and that this pass did not start) are passed over; with ready, it lists
 // the ready segments after names[i] (a page: sink.NamesAfter), and those of
 // names in that range that are no longer there (finished by others) are
-// passed over, without a request either. A segment whose record was there
-// at the listing is tried as usual: it may have been released. A listing
-// that fails changes nothing.
+// passed over, without a request either; both listings at once. A segment
+// whose record was there at the listing, not held by a live claim, is
+// tried as usual: it may have been released. A listing that fails changes
+// nothing.
 func (pl *pipeline) others(i int, records, ready bool) {
-	st := pl.r.status.Load()
-	var elsewhere map[string]bool
+	st := pl.listed
+	var (
+		elsewhere map[string]bool
+		gone      []string
+		failed    atomic.Bool
+		wg        sync.WaitGroup
+	)
 	if records && st != nil {
-		elsewhere = map[string]bool{}
-		for name, err := range pl.r.c.Reader.RecordNames(pl.ctx) {
-			if err != nil {
-				return
+		wg.Go(func() {
+			m := map[string]bool{}
+			for name, err := range pl.r.c.Reader.RecordNames(pl.ctx) {
+				if err != nil {
+					failed.Store(true)
+					return
+				}
+				if !st.recorded[name] {
+					m[name] = true
+				}
 			}
-			if !st.recorded[name] {
-				elsewhere[name] = true
-			}
-		}
+			elsewhere = m
+		})
 	}
-	var gone []string
 	if ready && i > 0 {
-		now := map[string]bool{}
-		last := ""
-		for name, err := range sink.NamesAfter(pl.ctx, pl.r.c.Reader, sink.AreaReady, pl.names[i-1]) {
-			if err != nil {
-				return
+		wg.Go(func() {
+			now := map[string]bool{}
+			last := ""
+			for name, err := range sink.NamesAfter(pl.ctx, pl.r.c.Reader, sink.AreaReady, pl.names[i-1]) {
+				if err != nil {
+					failed.Store(true)
+					return
+				}
+				now[name], last = true, name
+				if len(now) == seenPage {
+					break
+				}
 			}
-			now[name], last = true, name
-			if len(now) == seenPage {
-				break
+			for _, name := range pl.names[i:] {
+				if len(now) == seenPage && name > last {
+					break // beyond the page: not seen
+				}
+				if !now[name] {
+					gone = append(gone, name)
+				}
 			}
-		}
-		for _, name := range pl.names[i:] {
-			if len(now) == seenPage && name > last {
-				break // beyond the page: not seen
-			}
-			if !now[name] {
-				gone = append(gone, name)
-			}
-		}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		return
 	}
 	pl.mu.Lock()
 	if elsewhere != nil {
@@ -511,6 +589,11 @@ func (pl *pipeline) elsewhereLocked(i int, name string) error {
 		return fmt.Errorf("%w: segment %s: finished by another restorer since it was listed", ErrNotFound, name)
 	case pl.elsewhere[name]:
 		return fmt.Errorf("%w: segment %s: claimed by another restorer since it was listed", ErrClaimed, name)
+	case pl.listed != nil && pl.listed.live[name]:
+		// Trying it would read its record to learn what the listing
+		// did; the listing's look keeps observing it, so that it is
+		// taken over once its holder stops renewing it.
+		return fmt.Errorf("%w: segment %s: claimed by another restorer when it was listed", ErrClaimed, name)
 	}
 	return nil
 }

@@ -53,6 +53,19 @@ func (g *segRun) readRemainder() error {
 			return err
 		}
 	}
+	if g.in != nil && !g.holding {
+		// Its blocks are read one at a time, each as large as the
+		// Restorer allows: read as one segment at a time was, holding
+		// the delivery token to the last (restore_memory.go).
+		if err := g.r.takeDelivery(g.ctx); err != nil {
+			if g.lost() {
+				return err
+			}
+			return g.stop(segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}, err)
+		}
+		g.holding = true
+		defer func() { g.holding = false; g.r.giveDelivery() }()
+	}
 	g.rescan, g.pending = true, g.prog.Aside
 	g.prog.Aside, g.prog.Skipped = nil, 0
 	defer func() { g.rescan, g.current, g.pending = false, nil, nil }()
@@ -101,18 +114,8 @@ func (g *segRun) remainderBlock(b *segment.Block, off int64) error {
 	}
 	defer g.flushCounts()
 	g.blk = b
-	for rec := range b.Records() {
-		if !g.leftHas(rec.Seq) {
-			continue
-		}
-		if err := g.record(&rec); err != nil {
-			return g.halt(rec.Seq, err)
-		}
-	}
-	if g.win != nil {
-		if err := g.win.drain(); err != nil {
-			return g.halt(b.Next().Seq, err)
-		}
+	if err := g.handle(b, g.leftHas, segment.Position{Offset: off, Seq: g.cursor}); err != nil {
+		return err
 	}
 	g.current = nil
 	if err := g.save(false); err != nil {

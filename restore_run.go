@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
@@ -68,19 +67,23 @@ type segRun struct {
 	delivered, bytes uint64
 	reasons          reasonCounter
 
-	blk  *segment.Block // the block being handled
-	win  *window        // nil: one delivery at a time (Concurrency 1, dry run)
-	turn *turn          // when the segment may deliver (restore_pipeline.go); nil: now
+	blk     *segment.Block // the block being handled
+	win     *window        // nil: one delivery at a time (Concurrency 1, dry run)
+	holding bool           // the run holds the delivery token across blocks (restore_memory.go)
+	// in connects the run to its pass's pipeline (restore_pipeline.go);
+	// nil with one segment at a time.
+	in *inFlight
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
-// restores it, delivering once its turn came (nil: at once).
-func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, t *turn) error {
+// restores it, as one of the segments in flight of its pass (in; nil: one
+// segment at a time).
+func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
-	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), turn: t}
+	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), in: in}
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
@@ -192,7 +195,7 @@ func (g *segRun) run(found json.RawMessage) error {
 			return err
 		}
 	}
-	g.turn.pass() // its deliveries are durable: the next segment's may start
+	g.in.delivered() // nothing more to deliver: the next segment may start
 	if g.untouched() {
 		return g.finish()
 	}
@@ -251,14 +254,25 @@ func (g *segRun) open() (done bool, err error) {
 // readBlocks handles the records from the position on, checkpointing after
 // every block. Blocks are decoded ahead, in parallel, by a segment.Stream.
 func (g *segRun) readBlocks() error {
-	if err := g.turn.wait(g.ctx); err != nil {
-		return err // stopped before delivering anything
-	}
 	pos := segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
-	st := segment.NewStream(g.sr, &segment.StreamOptions{Workers: streamWorkers()})
+	opts, alone := g.streamOptions()
+	if alone {
+		// Its blocks do not fit its share of the read-ahead: it is read
+		// as one segment at a time was, holding the delivery token from
+		// its first block to its last (restore_memory.go).
+		if err := g.r.takeDelivery(g.ctx); err != nil {
+			if g.lost() {
+				return err
+			}
+			return g.stop(pos, err)
+		}
+		g.holding = true
+		defer func() { g.holding = false; g.r.giveDelivery() }()
+	}
+	st := segment.NewStream(g.sr, opts)
 	atEnd, err := g.consume(st)
 	_ = st.Close()
 	if err != nil {
@@ -271,14 +285,6 @@ func (g *segRun) readBlocks() error {
 	g.prog.Offset, g.prog.Seq = end.Offset, end.Seq
 	return nil
 }
-
-// maxStreamWorkers caps the goroutines that decode a segment's blocks ahead
-// of its deliveries: each keeps a decode buffer (up to 1 MiB), so that the
-// Restorer's memory follows its configuration, not the machine's cores;
-// four decode faster than a destination takes records.
-const maxStreamWorkers = 4
-
-func streamWorkers() int { return min(runtime.GOMAXPROCS(0), maxStreamWorkers) }
 
 // consume handles the stream's blocks until its end or an error.
 func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
@@ -348,17 +354,12 @@ func (g *segRun) damaged(err error) {
 func (g *segRun) block(b *segment.Block) error {
 	defer g.flushCounts()
 	g.blk = b
-	for rec := range b.Records() {
-		if err := g.record(&rec); err != nil {
-			return g.halt(rec.Seq, err)
-		}
+	if err := g.handle(b, nil, segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}); err != nil {
+		return err
 	}
-	if g.win != nil {
-		// Every delivery of the block ends before its checkpoint.
-		if err := g.win.drain(); err != nil {
-			return g.halt(b.Next().Seq, err)
-		}
-	}
+	// Its deliveries ended: its memory is not needed for the checkpoint,
+	// and the stream reads the next block meanwhile.
+	b.Release()
 	next := b.Next()
 	g.prog.Offset, g.prog.Seq = next.Offset, next.Seq
 	last := g.lastBlock(next)
@@ -381,6 +382,52 @@ func (g *segRun) block(b *segment.Block) error {
 		g.flushCounts()
 		if err := g.opts.OnBlock(*g.rep); err != nil {
 			return g.stop(next, &blockStop{err})
+		}
+	}
+	return nil
+}
+
+// handle handles the records of block b that want selects (every record
+// when nil) while holding the Restorer's delivery token, so that the
+// segments in flight deliver a block at a time, and with a window waits for
+// their deliveries to end: every delivery of the block ends before its
+// checkpoint, which is written once the token is given back. A run stopped
+// while it waits for the token stops at at, the record it would handle
+// first.
+func (g *segRun) handle(b *segment.Block, want func(seq uint64) bool, at segment.Position) error {
+	if !g.holding {
+		if err := g.r.takeDelivery(g.ctx); err != nil {
+			if g.lost() {
+				return err // restoreSegment says the claim was lost
+			}
+			return g.stop(at, err)
+		}
+		defer g.r.giveDelivery()
+	}
+	err := g.handleRecords(b, want)
+	if err != nil && stopsPass(err) {
+		// Before the token goes to another segment, which would
+		// deliver into a destination that is down, or with a claim as
+		// likely lost as this one.
+		g.in.stopPass(err)
+	}
+	return err
+}
+
+// handleRecords handles the records of b that want selects (every record
+// when nil), for handle.
+func (g *segRun) handleRecords(b *segment.Block, want func(seq uint64) bool) error {
+	for rec := range b.Records() {
+		if want != nil && !want(rec.Seq) {
+			continue
+		}
+		if err := g.record(&rec); err != nil {
+			return g.halt(rec.Seq, err)
+		}
+	}
+	if g.win != nil {
+		if err := g.win.drain(); err != nil {
+			return g.halt(b.Next().Seq, err)
 		}
 	}
 	return nil

@@ -36,8 +36,9 @@ import (
 // quarantine with what was done to it, so that releasing it never feeds a
 // delivered record again.
 //
-// After a crash, the records of at most one block (the one being delivered)
-// may be delivered again; see Config.CheckpointInterval.
+// After a crash, the records of at most one block of each segment in flight
+// (Config.SegmentsInFlight: the block being delivered or checkpointed) may be
+// delivered again; see Config.CheckpointInterval.
 type Restorer struct {
 	c       *restorerConfig
 	mw      MetricsWriter
@@ -45,16 +46,17 @@ type Restorer struct {
 	claimer *claims.Claimer
 	limiter *rate.Limiter // nil without RateLimit
 
-	run       chan struct{} // a token: one pass at a time
-	recovered bool          // the Reader recovered (owned by the pass holding run)
-	stopping  atomic.Bool   // Close: stop at the next block
-	closing   context.Context
-	close     context.CancelFunc // Close: stop waiting, at the next record
-	mu        sync.Mutex
-	closed    bool
-	skip      map[string]leftInPlace // segments left in place (VersionKeep, no key)
-	bgCancel  context.CancelFunc
-	bgWG      sync.WaitGroup
+	run        chan struct{} // a token: one pass at a time
+	delivering chan struct{} // a token: one segment's run delivers a block at a time
+	recovered  bool          // the Reader recovered (owned by the pass holding run)
+	stopping   atomic.Bool   // Close: stop at the next block
+	closing    context.Context
+	close      context.CancelFunc // Close: stop waiting, at the next record
+	mu         sync.Mutex
+	closed     bool
+	skip       map[string]leftInPlace // segments left in place (VersionKeep, no key)
+	bgCancel   context.CancelFunc
+	bgWG       sync.WaitGroup
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
@@ -104,6 +106,22 @@ type RunOptions struct {
 	// Destination names where the pass delivers: "" is Config.Queue,
 	// another name one of Config.Destinations. Default "".
 	Destination string
+	// Discard, when not "", sets every record the pass selects aside
+	// into the quarantine instead of delivering it, its quarantine header
+	// saying "discarded: " and Discard (say who decided and why, e.g.
+	// "by alice@ops-1: duplicate of ord-7"): a person's decision that the
+	// records are not to be replayed, never a silent delete. They are
+	// written to a quarantine side segment under the segment's claim, as
+	// refused records are, stay restorable (dlqdump quarantine release)
+	// until the quarantine's retention removes them, and are counted by
+	// MetricsWriter.Quarantine with the reason "discarded" (DiscardLabel)
+	// once their segment is finished, as every record set aside is:
+	// exactly once, whoever finishes it (Report.Quarantined counts them
+	// at once). Nothing is
+	// offered to the destination and nothing is decoded. A discard pass
+	// over a selection of record IDs ("id in (...)") reads only their
+	// blocks. Default "": deliver.
+	Discard string
 	// OnBlock, when set, is called after the checkpoint of every block
 	// the pass handles, with what the pass did so far. An error stops
 	// the pass there, at a block boundary (the segment is released where
@@ -201,6 +219,12 @@ func (o *RunOptions) resolve(c *restorerConfig) error {
 		if len(names) == 0 {
 			o.Segments = []string{} // names no segment at all
 		}
+	}
+	switch {
+	case o.Discard != "" && o.Area != AreaReady:
+		return fmt.Errorf("%w: RunOptions.Discard: records are discarded from the ready area, not %s", ErrConfig, o.Area)
+	case o.Discard != "" && o.sel.IsAll() && o.Segments == nil:
+		return fmt.Errorf("%w: RunOptions.Discard: select what to discard (Select, Since, Until, Where or Segments); a pass without would discard every record", ErrConfig)
 	}
 	return nil
 }
@@ -357,11 +381,12 @@ func NewRestorer(config *Config) (*Restorer, error) {
 		return nil, err
 	}
 	r := &Restorer{
-		c:    c,
-		mw:   c.MetricsWriter,
-		log:  c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
-		run:  make(chan struct{}, 1),
-		skip: map[string]leftInPlace{},
+		c:          c,
+		mw:         c.MetricsWriter,
+		log:        c.Logger.With(slog.String("component", "dlqdump.Restorer"), slog.String("owner", c.Owner)),
+		run:        make(chan struct{}, 1),
+		delivering: make(chan struct{}, 1),
+		skip:       map[string]leftInPlace{},
 	}
 	r.claimer, err = claims.NewClaimer(c.Reader, c.Owner, c.Lease, &claims.Options{Logger: r.log})
 	if err != nil {
@@ -463,17 +488,18 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		case errors.Is(err, errStop):
 			return true, result()
 		case errors.Is(err, ErrUnavailable):
-			// The destination is down: the segments after this one
-			// would only be tried in vain. The segment resumes where
-			// it stopped; the caller (passLoop: the log) says why.
+			// The destination is down: the other segments would only
+			// be tried in vain (the pipeline stopped those in flight).
+			// Each resumes where it stopped; the caller (passLoop:
+			// the log) says why.
 			r.setErr(err)
 			errs = append(errs, err)
 			return true, result()
 		case errors.Is(err, ErrLeaseLost):
 			// This process stalled past its lease, or lost the store:
-			// the segments after this one, claimed as long ago, do not
-			// deliver (their turn is not passed); a later pass lists
-			// the store again.
+			// the other segments in flight, claimed as long ago, were
+			// stopped at their next record (the pipeline); a later
+			// pass lists the store again.
 			r.setErr(err)
 			errs = append(errs, err)
 			return true, result()
@@ -548,13 +574,15 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 }
 
 // sweep removes the records of segments that are neither ready nor
-// quarantined, left by restorers that could not finish removing them, and
-// what was staged for a claim that ended before publishing it.
+// quarantined, left by restorers that could not finish removing them (most
+// are those of segments other restorers are finishing, still held: one
+// read each, SegmentsInFlight at once), and what was staged for a claim that
+// ended before publishing it.
 func (r *Restorer) sweep(ctx context.Context, names []string) {
 	if _, err := r.claimer.SweepStaging(ctx); err != nil {
 		r.log.Debug("removing staged segments that will not be published failed", slog.Any("error", err))
 	}
-	for _, name := range names {
+	r.each(names, func(name string) {
 		removed, err := r.claimer.Sweep(ctx, name)
 		switch {
 		case err != nil:
@@ -562,7 +590,7 @@ func (r *Restorer) sweep(ctx context.Context, names []string) {
 		case removed != nil:
 			r.swept(name, removed)
 		}
-	}
+	})
 }
 
 // swept accounts for the record Sweep removed of a segment that is gone.

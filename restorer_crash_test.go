@@ -199,50 +199,75 @@ func TestTwoRestorerProcesses(t *testing.T) {
 	t.Logf("%d items: %d restored by one process, %d by the other, none twice", len(items), len(got1), len(got2))
 }
 
-// A restorer child SIGKILLed at random moments and restarted each time:
-// every record is delivered at least once, and duplicates stay within one
-// block per kill.
+// killRestorerAfter runs a restorer child on dir and SIGKILLs it once it
+// has delivered n records (waiting for them, not for time), and returns what
+// it delivered (at least n, unless it ran out first) and whether it was
+// killed.
+func killRestorerAfter(t *testing.T, dir string, n int) ([]string, bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DLQDUMP_TEST_CHILD=restorer", "DLQDUMP_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	killed := false
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		got = append(got, sc.Text())
+		if len(got) == n {
+			killed = cmd.Process.Kill() == nil
+		}
+	}
+	_ = cmd.Wait()
+	return got, killed
+}
+
+// A restorer child SIGKILLed after a random number of deliveries and
+// restarted each time: every record is delivered at least once, and what
+// each kill delivers again is at most one block of each segment in flight.
 func TestRestorerCrashLoop(t *testing.T) {
 	dir := t.TempDir()
 	items, maxBlock := dumpForRestore(t, dir, 30000)
+	records := readDir(t, dir)
 	rng := rand.New(rand.NewPCG(7, 8))
 	seen := map[string]int{}
+	var delivered [][]string // by round
 	const rounds = 24
 	kills := 0
 	for range rounds {
-		cmd, lines := startRestorer(t, dir)
-		time.Sleep(time.Duration(20+rng.IntN(250)) * time.Millisecond)
-		if cmd.Process.Kill() == nil {
+		got, killed := killRestorerAfter(t, dir, 1+rng.IntN(2*len(items)/rounds))
+		if killed {
 			kills++
 		}
-		for _, it := range <-lines {
-			seen[it]++
-		}
-		_ = cmd.Wait()
+		delivered = append(delivered, got)
 	}
 	// A last restorer runs to the end.
 	cmd, lines := startRestorer(t, dir)
-	for _, it := range <-lines {
-		seen[it]++
-	}
+	delivered = append(delivered, <-lines)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	dups := 0
+	for _, round := range delivered {
+		for _, it := range round {
+			seen[it]++
+		}
+	}
 	for _, it := range items {
 		if seen[it] == 0 {
 			t.Fatalf("item %s was never delivered", it)
 		}
-		dups += seen[it] - 1
 	}
 	if len(seen) != len(items) {
 		t.Fatalf("%d distinct items delivered, %d dumped", len(seen), len(items))
 	}
-	bound := kills * maxBlock
-	t.Logf("%d kills: %d items, %d delivered twice (bound: %d kills x %d records per block = %d)", kills, len(items), dups, kills, maxBlock, bound)
-	if dups > bound {
-		t.Fatalf("%d duplicates, more than one block (%d records) per kill", dups, maxBlock)
-	}
+	dups, segs := checkKills(t, records, delivered, maxBlock, dlqdump.DefaultSegmentsInFlight)
+	t.Logf("%d kills: %d items, %d delivered twice, of up to %d segments a kill (bound: one block of %d records per segment in flight per kill)", kills, len(items), dups, segs, maxBlock)
 	if n := len(segmentsIn(t, dir)); n != 0 {
 		t.Fatalf("%d segments left", n)
 	}

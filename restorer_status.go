@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -43,6 +44,7 @@ type storeStatus struct {
 	missing              error // the Reader's location does not exist (sink.Locator)
 	readyNames           []string
 	recorded             map[string]bool // ready segments that had a record
+	live                 map[string]bool // of those, the ones held by a live claim
 	orphans              []string        // records of segments neither ready nor quarantined
 	ready, claimed, quar int
 	oldest               time.Duration
@@ -63,11 +65,29 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 			return nil, fmt.Errorf("dlqdump: locate the store: %w", err)
 		}
 	}
-	for name, err := range sink.Names(ctx, r.c.Reader, sink.AreaReady) {
-		if err != nil {
-			return nil, fmt.Errorf("dlqdump: list ready segments: %w", err)
+	// The three listings at once, and the ready segments' records read
+	// SegmentsInFlight at once: on a distant store a refresh costs a few
+	// round trips, not one per listing and per claim of the other
+	// restorers (it starts and ends every pass).
+	var records, quarantined []string
+	var errs [3]error
+	var wg sync.WaitGroup
+	wg.Go(func() { st.readyNames, errs[0] = listNames(ctx, r.c.Reader, sink.AreaReady) })
+	wg.Go(func() {
+		for name, err := range r.c.Reader.RecordNames(ctx) {
+			if err != nil {
+				errs[1] = err
+				return
+			}
+			records = append(records, name)
 		}
-		st.readyNames = append(st.readyNames, name)
+	})
+	wg.Go(func() { quarantined, errs[2] = listNames(ctx, r.c.Reader, sink.AreaQuarantine) })
+	wg.Wait()
+	for i, what := range []string{"list ready segments", "list claims", "list quarantined segments"} {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("dlqdump: %s: %w", what, errs[i])
+		}
 	}
 	// Listings are sorted: a record's segment is looked up in the names,
 	// not in a map of them (a million segments would make a map of a
@@ -75,11 +95,8 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 	if !slices.IsSorted(st.readyNames) {
 		slices.Sort(st.readyNames)
 	}
-	var others []string
-	for name, err := range r.c.Reader.RecordNames(ctx) {
-		if err != nil {
-			return nil, fmt.Errorf("dlqdump: list claims: %w", err)
-		}
+	var others, held []string
+	for _, name := range records {
 		if _, ready := slices.BinarySearch(st.readyNames, name); !ready {
 			others = append(others, name)
 			continue
@@ -88,22 +105,19 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 			st.recorded = map[string]bool{}
 		}
 		st.recorded[name] = true
-		if _, live, err := r.claimer.Inspect(ctx, name); err == nil && live {
-			st.claimed++
-		}
+		held = append(held, name)
 	}
-	quarantined := map[string]bool{}
-	for name, err := range sink.Names(ctx, r.c.Reader, sink.AreaQuarantine) {
-		if err != nil {
-			return nil, fmt.Errorf("dlqdump: list quarantined segments: %w", err)
-		}
-		quarantined[name] = true
-		st.quar++
+	st.live = r.live(ctx, held)
+	st.claimed = len(st.live)
+	quar := make(map[string]bool, len(quarantined))
+	for _, name := range quarantined {
+		quar[name] = true
 	}
+	st.quar = len(quarantined)
 	for _, name := range others {
 		// A quarantined segment's record (its progress, or a side
 		// segment's pending record) stays while it is there.
-		if !quarantined[name] {
+		if !quar[name] {
 			st.orphans = append(st.orphans, name)
 		}
 	}
@@ -117,6 +131,53 @@ func (r *Restorer) refresh(ctx context.Context) (*storeStatus, error) {
 	r.status.Store(st)
 	r.mw.Source(st.ready, st.claimed, st.quar, st.oldest)
 	return st, nil
+}
+
+// listNames returns the names of an area's segments.
+func listNames(ctx context.Context, rd sink.Reader, area sink.Area) ([]string, error) {
+	var out []string
+	for name, err := range sink.Names(ctx, rd, area) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// live returns those of names whose record holds a live claim (Inspect:
+// reading a record observes it, so that a claim left unchanged for its
+// lease is taken over).
+func (r *Restorer) live(ctx context.Context, names []string) map[string]bool {
+	var mu sync.Mutex
+	live := map[string]bool{}
+	r.each(names, func(name string) {
+		if _, ok, err := r.claimer.Inspect(ctx, name); err == nil && ok {
+			mu.Lock()
+			live[name] = true
+			mu.Unlock()
+		}
+	})
+	return live
+}
+
+// each calls fn for each of names, SegmentsInFlight at once: the requests
+// about many records overlap their round trips.
+func (r *Restorer) each(names []string, fn func(name string)) {
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range min(len(names), r.c.SegmentsInFlight) {
+		wg.Go(func() {
+			for name := range next {
+				fn(name)
+			}
+		})
+	}
+	for _, name := range names {
+		next <- name
+	}
+	close(next)
+	wg.Wait()
 }
 
 // statusLoop refreshes the status every CheckInterval until ctx ends.

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/dlqdump/dlqdump/internal/backoff"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -58,6 +60,8 @@ const (
 	RuleMaxAge      = "max_age"
 	RuleMaxSegments = "max_segments"
 	RuleMaxBytes    = "max_bytes"
+	// RuleSelect: an area pruned by PruneOptions.Select alone.
+	RuleSelect = "select"
 )
 
 // PruneOptions tune Restorer.Prune.
@@ -66,6 +70,18 @@ type PruneOptions struct {
 	DryRun bool
 	// Now is the time ages are measured from. Default: time.Now().
 	Now time.Time
+	// Select, when set, removes only the segments it selects whole: a
+	// segment due by a limit is removed only if the selection selects
+	// every record it holds (but those restored already), decided by its
+	// footer when that is enough (time, area, segment) and otherwise by
+	// reading its records; one holding a record it does not select is
+	// left, counted in PruneReport.Unselected. Prune never removes a
+	// record the selection does not select. Default nil: no narrowing.
+	Select *selection.Selection
+	// Areas, when set, are the areas pruned: each by its Limits, or, when
+	// it has none, by Select alone (every segment Select selects whole is
+	// removed, rule RuleSelect). Default: every area with limits.
+	Areas []Area
 }
 
 // ExpiredSegment is a segment Prune removed (or, in a dry run, would
@@ -95,6 +111,9 @@ type PruneReport struct {
 	// source is still being restored): they are left, and no other segment
 	// goes in their place.
 	Claimed int
+	// Unselected counts the segments due that hold records
+	// PruneOptions.Select does not select: they are left.
+	Unselected int
 }
 
 // Prune enforces Config.Retention once: in each area with limits, it
@@ -110,7 +129,10 @@ func (r *Restorer) Prune(ctx context.Context, opts PruneOptions) (PruneReport, e
 		area sink.Area
 		lim  Limits
 	}{{sink.AreaReady, r.c.Retention.Ready}, {sink.AreaQuarantine, r.c.Retention.Quarantine}, {sink.AreaArchive, r.c.Retention.Archive}} {
-		if !a.lim.set() {
+		switch {
+		case opts.Areas != nil && !slices.Contains(opts.Areas, a.area):
+			continue
+		case !a.lim.set() && (opts.Areas == nil || opts.Select == nil):
 			continue
 		}
 		if err := r.pruneArea(ctx, a.area, a.lim, opts, &rep); err != nil {
@@ -146,6 +168,8 @@ func (r *Restorer) pruneArea(ctx context.Context, area sink.Area, lim Limits, op
 				continue
 			}
 			rule = RuleMaxAge
+		case !lim.set():
+			rule = RuleSelect
 		default:
 			continue
 		}
@@ -161,6 +185,9 @@ func (r *Restorer) pruneArea(ctx context.Context, area sink.Area, lim Limits, op
 		switch {
 		case errors.Is(err, ErrClaimed):
 			rep.Claimed++
+		case errors.Is(err, errNoneSelected) && rule == RuleSelect:
+		case errors.Is(err, errUnselected):
+			rep.Unselected++
 		case err != nil:
 			errs = append(errs, fmt.Errorf("segment %s: %w", si.Name, err))
 		case expired:
@@ -250,14 +277,18 @@ func (r *Restorer) expire(ctx context.Context, si sink.Info, rule string, lim Li
 		return ex, false, err
 	}
 	err = count(f, &ex, r.c.maxBlock)
+	if err == nil && rule == RuleMaxAge && opts.Now.Sub(ex.Newest) <= lim.MaxAge {
+		_ = f.Close()
+		keep()
+		return ex, false, nil
+	}
+	if err == nil && !opts.Select.IsAll() {
+		err = r.selectedWhole(ctx, f, si, progress, opts.Select)
+	}
 	_ = f.Close()
 	if err != nil {
 		keep()
 		return ex, false, err
-	}
-	if rule == RuleMaxAge && opts.Now.Sub(ex.Newest) <= lim.MaxAge {
-		keep()
-		return ex, false, nil
 	}
 	ex.Records -= min(handled(progress), ex.Records)
 	if opts.DryRun {

@@ -35,9 +35,21 @@ func itoa(n int) string {
 // i-th with records from base+i hours to base+i hours+9 seconds.
 func seedAged(t *testing.T, dir string, area sink.Area, base time.Time, n int) []string {
 	t.Helper()
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = 10
+	}
+	return seedHourly(t, dir, area, base, counts, func(int, int) (map[string]string, []byte) { return nil, []byte("payload") })
+}
+
+// seedHourly writes a segment into an area of dir for each of counts,
+// the i-th created at base+i hours with counts[i] records a second apart,
+// record j of segment i holding what rec says.
+func seedHourly(t *testing.T, dir string, area sink.Area, base time.Time, counts []int, rec func(i, j int) (map[string]string, []byte)) []string {
+	t.Helper()
 	rd := &fs.Reader{Directory: dir}
 	var names []string
-	for i := range n {
+	for i, n := range counts {
 		created := base.Add(time.Duration(i) * time.Hour)
 		id := segment.NewID(created)
 		name := segment.FileName(created, id)
@@ -49,8 +61,9 @@ func seedAged(t *testing.T, dir string, area sink.Area, base time.Time, n int) [
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j := range 10 {
-			if err := w.Add(created.Add(time.Duration(j)*time.Second), nil, []byte("payload")); err != nil {
+		for j := range n {
+			h, p := rec(i, j)
+			if err := w.Add(created.Add(time.Duration(j)*time.Second), h, p); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -15,20 +15,70 @@ import (
 
 // hookReader is an fs.Reader that runs hooks at chosen calls, to replay an
 // interleaving of two processes deterministically.
+//
+// A Restorer lists the ready area, the records and the quarantine at once:
+// onRecordNames runs once the ready area was listed, and the quarantine is
+// listed once it ran, the order of a listing one after the other.
 type hookReader struct {
 	*fs.Reader
 	mu            sync.Mutex
 	onRecordNames func()                            // once, before listing the records
 	onOpenMissing func(area sink.Area, name string) // once, after an Open found nothing
+	readyListed   chan struct{}                     // closed once the ready area was listed
+	hooked        chan struct{}                     // closed once onRecordNames ran
+	once          sync.Once
+}
+
+func (h *hookReader) init() {
+	h.once.Do(func() { h.readyListed, h.hooked = make(chan struct{}), make(chan struct{}) })
+}
+
+func (h *hookReader) List(ctx context.Context, area sink.Area) iter.Seq2[sink.Info, error] {
+	h.init()
+	h.mu.Lock()
+	pending := h.onRecordNames != nil
+	h.mu.Unlock()
+	return func(yield func(sink.Info, error) bool) {
+		switch {
+		case area == sink.AreaReady:
+			defer func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				select {
+				case <-h.readyListed:
+				default:
+					close(h.readyListed)
+				}
+			}()
+		case area == sink.AreaQuarantine && pending:
+			select {
+			case <-h.hooked:
+			case <-ctx.Done():
+				yield(sink.Info{}, ctx.Err())
+				return
+			}
+		}
+		for si, err := range h.Reader.List(ctx, area) {
+			if !yield(si, err) {
+				return
+			}
+		}
+	}
 }
 
 func (h *hookReader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
+	h.init()
 	h.mu.Lock()
 	f := h.onRecordNames
 	h.onRecordNames = nil
 	h.mu.Unlock()
 	if f != nil {
+		select {
+		case <-h.readyListed:
+		case <-ctx.Done():
+		}
 		f()
+		close(h.hooked)
 	}
 	return h.Reader.RecordNames(ctx)
 }

@@ -195,6 +195,7 @@ func (r *report) document(o *options, charts []string) string {
 		w("![%s](%s)\n\n", strings.TrimSuffix(c, ".png"), c)
 	}
 	b.WriteString(r.markdown(o, "#"))
+	b.WriteString(jobsOneStore)
 	w("## How it was measured\n\n")
 	for _, c := range r.Config {
 		w("* %s\n", c)

@@ -379,8 +379,22 @@ func TestConsoleBrowser(t *testing.T) {
 	b.confirm("Resume job " + job.ID)
 	b.wait("delivering again", fmt.Sprintf(`window.consoleState.jobs[0].state === 'running' && window.consoleState.jobs[0].delivered > %d`, paused.Delivered))
 
+	// The job's page: its spec, times, runner and what it delivered over
+	// time, as this console read it.
+	b.run("the job's page", chromedp.Click(`#job-body a`))
+	b.wait("its history", `window.consoleState.tab === 'job' && window.consoleState.job && window.consoleState.job.history.length >= 4`)
+	if kv := b.text("#jp-kv"); !strings.Contains(kv, "selectionready · reason = failed · at 200/s") || !strings.Contains(kv, "runnertest-runner") || !strings.Contains(kv, "passes2") {
+		t.Errorf("the job's page says %q", kv)
+	}
+	if got := eval[string](b, `location.hash`); got != "#job?id="+job.ID {
+		t.Errorf("the job page's URL: %s", got)
+	}
+	b.shot("job-page.png")
+	b.run("back to the jobs", chromedp.Click("#job-back"))
+	b.wait("the jobs", `window.consoleState.tab === 'jobs' && document.querySelectorAll('#job-body button[data-verb=cancel]').length === 1`)
+
 	// Cancel: it ends for good, what it did not deliver stays.
-	b.run("cancel", chromedp.Click(`button[data-verb=cancel]`))
+	b.run("cancel", chromedp.Click(`#job-body button[data-verb=cancel]`))
 	b.confirm("Cancel job "+job.ID, "stay where they are")
 	b.wait("cancelled on the page", `window.consoleState.jobs[0].state === 'cancelled' && !document.querySelector('#job-body button[data-verb]')`)
 	cancelled := jobState()
@@ -416,19 +430,21 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("segment %s was not released", qname)
 	}
 
-	// Every change is listed on the page and logged.
-	b.run("the jobs tab", chromedp.Click("#tab-jobs"))
-	b.wait("the changes", `document.querySelectorAll('#actions li').length === 5`)
-	acts := b.text("#actions")
-	for _, want := range []string{"create job " + job.ID, "pause job", "resume job", "cancel job", "release 1 of 1 quarantined segments"} {
+	// Every change is in the store's change log, on its page, and logged.
+	b.run("the change log", chromedp.Click("#tab-log"))
+	b.wait("the changes", `document.querySelectorAll('#log-body tr').length === 5`)
+	acts := b.text("#log-body")
+	for _, want := range []string{"job.create", "job.pause", "job.resume", "job.cancel", "release", "job " + job.ID, "released 1 of 1"} {
 		if !strings.Contains(acts, want) {
-			t.Errorf("the page's list of changes lacks %q: %q", want, acts)
+			t.Errorf("the change log page lacks %q: %q", want, acts)
 		}
+	}
+	for _, want := range []string{"console: job.create", "console: job.pause", "console: job.resume", "console: job.cancel", "console: release"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs.String())
 		}
 	}
-	b.shot("jobs.png")
+	b.shot("log.png")
 }
 
 // Read-only: no control on the page, and a POST forged from the page is

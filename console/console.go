@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/jobs"
@@ -68,12 +69,27 @@ type Options struct {
 	ProtoDescriptorSet []byte
 	ProtoMessage       string
 	// Logger receives a line for every change made through the console,
-	// with who asked (User, else the remote address). Default: discard.
+	// and every request refused, with who asked. Default: discard.
 	Logger *slog.Logger
-	// User, when set, names the person behind a request in the log and
-	// the page's list of actions, e.g. from the authentication
-	// middleware's context. Default: none (the remote address is logged).
+	// Authorize says who is behind a request and what they may do (a
+	// Role: viewer, operator or admin), e.g. from what the authentication
+	// middleware in front of the console put into the request's context.
+	// It is asked on every request: an error refuses it (401 when it
+	// wraps ErrUnauthenticated, else 403), a viewer may look and change
+	// nothing, and every change checks the role it needs. The change log
+	// records the Principal's Name and Role. Default nil: everyone who
+	// reaches the handler is an admin named by User, else by the client's
+	// address (put the console behind your authentication).
+	Authorize func(*http.Request) (Principal, error)
+	// User, when set, names the person behind a request whose Principal
+	// has no Name (or when Authorize is nil), e.g. from the
+	// authentication middleware's context. Default: none (the client's
+	// address).
 	User func(*http.Request) string
+	// ChangeLog is where changes made through the console are written
+	// and the change log page reads. Default: changelog.Open(Reader) when
+	// the Reader keeps tables (fs and S3 do); none otherwise.
+	ChangeLog *changelog.Log
 	// SearchBudget bounds the work of one search request: it returns what
 	// it found so far, and where to go on, after this long. Default 1s.
 	SearchBudget time.Duration
@@ -94,15 +110,17 @@ type Handler struct {
 	plans   *plans
 	proto   *inspect.Proto
 	token   string
-	mux     *http.ServeMux
+	mux     http.Handler
 	cop     *http.CrossOriginProtection
 	cache   *summaryCache
 	hist    *histograms
-	acts    *actionLog
+	changes *changelog.Log
 	reasons *quarReasons
 	scans   chan struct{} // one token per search running
 	rates   *jobRates
 	groups  *errGroups // the error groups page (errors.go)
+	jobHist *jobHistory
+	owner   string // in the claims of the console's own passes
 }
 
 // cacheSegments bounds the segments whose summaries and counts the console
@@ -129,14 +147,20 @@ func New(opts *Options) (*Handler, error) {
 		o.SearchBudget = time.Second
 	}
 	h := &Handler{o: o, rd: o.Reader, jobs: o.Jobs, log: o.Logger.With(slog.String("component", "dlqdump.console")),
-		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), acts: newActionLog(100), rates: newJobRates(), plans: newPlans(), reasons: newLRU[map[string]uint64](cacheSegments), groups: newErrGroups()}
+		cache: newSummaryCache(cacheSegments), hist: newHistograms(cacheSegments), scans: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), changes: o.ChangeLog, rates: newJobRates(), jobHist: newJobHistory(), plans: newPlans(), reasons: newLRU[map[string]uint64](cacheSegments), groups: newErrGroups()}
 	if h.jobs == nil {
 		if st, err := jobs.Open(o.Reader); err == nil {
 			h.jobs = st
 		}
 	}
+	if h.changes == nil {
+		if l, err := changelog.Open(o.Reader); err == nil {
+			h.changes = l
+		}
+	}
 	host, _ := os.Hostname()
-	cl, err := claims.NewClaimer(o.Reader, "dlqdump-console@"+host, 30*time.Second, nil)
+	h.owner = "dlqdump-console@" + host
+	cl, err := claims.NewClaimer(o.Reader, h.owner, 30*time.Second, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -194,15 +218,39 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/record", h.handleRecord)
 	m.HandleFunc("GET /api/count", h.handleCount)
 	m.HandleFunc("GET /api/errors", h.handleErrors)
-	m.HandleFunc("GET /api/preview", h.handlePreview)
+	m.HandleFunc("GET /api/preview", h.needs(RoleOperator, h.handlePreview)) // runs a jq program: who may create a job
 	m.HandleFunc("GET /api/jobs", h.handleJobs)
-	m.HandleFunc("POST /api/jobs", h.change(h.handleCreateJob))
-	m.HandleFunc("POST /api/jobs/{id}/{verb}", h.change(h.handleControlJob))
-	m.HandleFunc("POST /api/release", h.change(h.handleRelease))
+	m.HandleFunc("GET /api/jobs/{id}", h.handleJob)
+	m.HandleFunc("GET /api/log", h.handleLog)
+	m.HandleFunc("GET /api/log/verify", h.handleVerify)
+	for _, c := range h.changeRoutes() {
+		m.HandleFunc(c.pattern, h.change(c.role, c.fn))
+	}
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API: %s %s", r.Method, r.URL.Path)
 	})
-	h.mux = m
+	h.mux = h.authorize(m)
+}
+
+// changeRoute is a change the console makes: a POST, through change, and
+// the least role it needs.
+type changeRoute struct {
+	pattern string
+	role    Role
+	fn      http.HandlerFunc
+}
+
+// changeRoutes lists every change the console makes. A new action is added
+// here, so that it is protected like the others (and the tests that refuse
+// each to a viewer find it).
+func (h *Handler) changeRoutes() []changeRoute {
+	return []changeRoute{
+		{"POST /api/jobs", RoleOperator, h.handleCreateJob},
+		{"POST /api/jobs/{id}/{verb}", RoleOperator, h.handleControlJob},
+		{"POST /api/release", RoleOperator, h.handleRelease}, // all: admin
+		{"POST /api/replay", RoleOperator, h.handleReplay},
+		{"POST /api/discard", RoleAdmin, h.handleDiscard},
+	}
 }
 
 // ServeHTTP serves the page, its assets and its API, with headers that
@@ -219,15 +267,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // csrfHeader carries the handler's token on every change.
 const csrfHeader = "X-Dlqdump-Token"
 
-// change wraps the handler of a change: refused in read-only mode, without
+// change wraps the handler of a change: refused unless the principal's
+// role is at least role (read-only mode makes everyone a viewer), without
 // the token, from another origin, or with a body that is not JSON.
-func (h *Handler) change(fn http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) change(role Role, fn http.HandlerFunc) http.HandlerFunc {
+	fn = h.needs(role, fn)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.o.ReadOnly {
-			h.log.Warn("refused a change: the console is read-only", slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
-			writeError(w, http.StatusForbidden, "the console is read-only")
-			return
-		}
 		if err := h.cop.Check(r); err != nil {
 			h.log.Warn("refused a cross-origin change", slog.String("path", r.URL.Path), slog.String("origin", r.Header.Get("Origin")),
 				slog.String("remote", r.RemoteAddr))
@@ -248,34 +293,35 @@ func (h *Handler) change(fn http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// who names the person behind a request.
-func (h *Handler) who(r *http.Request) string {
-	if h.o.User != nil {
-		if u := h.o.User(r); u != "" {
-			return u
-		}
-	}
-	return r.RemoteAddr
-}
-
 // metaJSON is GET api/meta: what the page needs to know first.
 type metaJSON struct {
 	Name     string `json:"name"`
 	ReadOnly bool   `json:"read_only"`
-	Token    string `json:"token,omitempty"`
-	Queue    bool   `json:"queue"`
-	Restorer bool   `json:"restorer"`
-	Jobs     bool   `json:"jobs"`
-	Keys     bool   `json:"keys"`
-	Proto    string `json:"proto,omitempty"`
-	Now      string `json:"now"`
+	// User and Role are the principal's; Can lists the changes its role
+	// allows ("replay", "jobs", "release", "release_all", "discard").
+	User      string   `json:"user"`
+	Role      string   `json:"role"`
+	Can       []string `json:"can"`
+	ChangeLog bool     `json:"change_log"`
+	Token     string   `json:"token,omitempty"`
+	Queue     bool     `json:"queue"`
+	Restorer  bool     `json:"restorer"`
+	Jobs      bool     `json:"jobs"`
+	Keys      bool     `json:"keys"`
+	Proto     string   `json:"proto,omitempty"`
+	Now       string   `json:"now"`
 }
 
 func (h *Handler) handleMeta(w http.ResponseWriter, r *http.Request) {
-	m := metaJSON{Name: h.o.Name, ReadOnly: h.o.ReadOnly, Queue: h.o.Queue != nil, Restorer: h.o.Restorer != nil,
-		Jobs: h.jobs != nil, Keys: h.o.Keys != nil, Now: inspect.JSONTime(time.Now())}
-	if !h.o.ReadOnly {
+	p := principalOf(r)
+	m := metaJSON{Name: h.o.Name, ReadOnly: h.o.ReadOnly, User: p.Name, Role: p.Role.String(), Can: []string{}, ChangeLog: h.changes != nil,
+		Queue: h.o.Queue != nil, Restorer: h.o.Restorer != nil, Jobs: h.jobs != nil, Keys: h.o.Keys != nil, Now: inspect.JSONTime(time.Now())}
+	if p.Role >= RoleOperator {
 		m.Token = h.token
+		m.Can = append(m.Can, "replay", "jobs", "release")
+	}
+	if p.Role >= RoleAdmin {
+		m.Can = append(m.Can, "release_all", "discard")
 	}
 	if h.proto != nil {
 		m.Proto = h.proto.Name()

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/sink"
@@ -24,6 +26,9 @@ type jobJSON struct {
 	ETA     string  `json:"eta,omitempty"`   // when it should end
 	ETAS    float64 `json:"eta_s,omitempty"` // seconds from now
 	Waiting string  `json:"waiting,omitempty"`
+	// Due is when a runner takes the job next (Job.Due), while it has
+	// not ended: a job scheduled later waits until then.
+	Due string `json:"due,omitempty"`
 }
 
 // jobRates measures how fast running jobs deliver from successive reads of
@@ -105,15 +110,29 @@ type runnerJSON struct {
 	Live         bool     `json:"live"`
 }
 
-// handleJobs lists the jobs, newest first, the runners heard from, and the
-// changes made through this console.
+// runners returns the runners heard from, as read and as the page shows
+// them.
+func (h *Handler) runners(ctx context.Context) ([]jobs.RunnerInfo, []runnerJSON) {
+	var runners []jobs.RunnerInfo
+	out := []runnerJSON{}
+	for ri, err := range h.jobs.Runners(ctx) {
+		if err != nil {
+			continue
+		}
+		runners = append(runners, ri)
+		out = append(out, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
+			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
+	}
+	return runners, out
+}
+
+// handleJobs lists the jobs, newest first, and the runners heard from.
 func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Jobs    []jobJSON    `json:"jobs"`
 		Runners []runnerJSON `json:"runners"`
-		Actions []action     `json:"actions"`
 		Error   string       `json:"error,omitempty"`
-	}{Jobs: []jobJSON{}, Runners: []runnerJSON{}, Actions: h.acts.list()}
+	}{Jobs: []jobJSON{}, Runners: []runnerJSON{}}
 	if h.jobs == nil {
 		out.Error = "this store keeps no restore jobs"
 		writeJSON(w, http.StatusOK, out)
@@ -122,15 +141,8 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	now := time.Now()
-	var runners []jobs.RunnerInfo
-	for ri, err := range h.jobs.Runners(ctx) {
-		if err != nil {
-			continue
-		}
-		runners = append(runners, ri)
-		out.Runners = append(out.Runners, runnerJSON{Owner: ri.Owner, Destinations: ri.Destinations, Seen: inspect.JSONTime(ri.Seen),
-			Live: time.Since(ri.Seen) <= 3*max(ri.Every, time.Second)})
-	}
+	runners, rj := h.runners(ctx)
+	out.Runners = rj
 	ids := map[string]bool{}
 	for j, err := range h.jobs.List(ctx) {
 		if err != nil {
@@ -142,26 +154,39 @@ func (h *Handler) handleJobs(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ids[j.ID] = true
-		jj := jobJSON{Job: j, Rate: h.rates.observe(&j, now)}
-		if jj.Rate == 0 && j.State == jobs.Running {
-			jj.Rate = j.Velocity // as its runner measured it, until reads here span a second
-		}
-		if j.State == jobs.Running && j.Left > 0 {
-			rate := jj.Rate
-			if rate <= 0 {
-				rate = j.Spec.Rate
-			}
-			if rate > 0 {
-				eta := time.Duration(float64(j.Left) / rate * float64(time.Second))
-				jj.ETA, jj.ETAS = inspect.JSONTime(now.Add(eta)), eta.Seconds()
-			}
-		}
-		jj.Waiting = inspect.JobWaitingAmong(&j, runners)
+		jj := h.jobOf(&j, runners, now)
 		out.Jobs = append(out.Jobs, jj)
 	}
 	h.rates.forget(ids)
+	h.jobHist.forget(ids)
 	slices.SortStableFunc(out.Jobs, func(a, b jobJSON) int { return b.Created.Compare(a.Created) })
 	writeJSON(w, http.StatusOK, out)
+}
+
+// jobOf returns a job as the page shows it: with its rate (measured over
+// successive reads, else as its runner measured it), when it should end,
+// and why it waits. It notes its counts for its page's history.
+func (h *Handler) jobOf(j *jobs.Job, runners []jobs.RunnerInfo, now time.Time) jobJSON {
+	h.jobHist.observe(j)
+	jj := jobJSON{Job: *j, Rate: h.rates.observe(j, now)}
+	if jj.Rate == 0 && j.State == jobs.Running {
+		jj.Rate = j.Velocity // as its runner measured it, until reads here span a second
+	}
+	if j.State == jobs.Running && j.Left > 0 {
+		rate := jj.Rate
+		if rate <= 0 {
+			rate = j.Spec.Rate
+		}
+		if rate > 0 {
+			eta := time.Duration(float64(j.Left) / rate * float64(time.Second))
+			jj.ETA, jj.ETAS = inspect.JSONTime(now.Add(eta)), eta.Seconds()
+		}
+	}
+	jj.Waiting = inspect.JobWaitingAmong(j, runners)
+	if !j.State.Final() {
+		jj.Due = inspect.JSONTime(j.Due())
+	}
+	return jj
 }
 
 // createJob is the body of POST api/jobs: a restore job over a selection.
@@ -178,51 +203,7 @@ type createJob struct {
 	Segments    []string          `json:"segments"`
 	Limit       uint64            `json:"limit"`
 	Destination string            `json:"destination"`
-}
-
-// describe says what a job of this spec does, for the log.
-func describe(s *jobs.Spec) string {
-	var b strings.Builder
-	area := s.Area
-	if area == "" {
-		area = "ready"
-	}
-	fmt.Fprintf(&b, "restore %s records", area)
-	if len(s.Where) > 0 {
-		var kv []string
-		for k, v := range s.Where {
-			kv = append(kv, k+"="+v)
-		}
-		slices.Sort(kv)
-		fmt.Fprintf(&b, " where %s", strings.Join(kv, ", "))
-	}
-	if s.Select != "" {
-		fmt.Fprintf(&b, " that match %s", s.Select)
-	}
-	if s.JQ != "" {
-		fmt.Fprintf(&b, " through jq %s", s.JQ)
-	}
-	if !s.Since.IsZero() {
-		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))
-	}
-	if !s.Until.IsZero() {
-		fmt.Fprintf(&b, " until %s", s.Until.Format(time.RFC3339))
-	}
-	if len(s.Segments) > 0 {
-		fmt.Fprintf(&b, " of %d segments", len(s.Segments))
-	}
-	if s.Limit > 0 {
-		fmt.Fprintf(&b, " (at most %d)", s.Limit)
-	}
-	if s.Rate > 0 {
-		fmt.Fprintf(&b, " at %g/s", s.Rate)
-	}
-	dest := s.Destination
-	if dest == "" {
-		dest = "(default)"
-	}
-	fmt.Fprintf(&b, " into %s", dest)
-	return b.String()
+	Reason      string            `json:"reason"` // for the change log
 }
 
 func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
@@ -240,15 +221,13 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
 	j, err := h.jobs.Create(ctx, spec)
-	what := "create job " + j.ID + ": " + describe(&spec)
-	if err == nil {
-		what = "create job " + j.ID + ": " + describe(&j.Spec) + ", due " + j.At.Format(time.RFC3339)
-	}
-	h.record(r, what, err, slog.String("job", j.ID))
 	if err != nil {
+		h.log.Warn("console: creating a job failed", slog.String("who", principalOf(r).Name), slog.String("spec", spec.Describe()), slog.Any("error", err))
 		writeError(w, statusOf(err), "%v", err)
 		return
 	}
+	h.record(r, change{action: changelog.ActionJobCreate, scope: "job " + j.ID, reason: c.Reason,
+		result: j.Spec.Describe() + ", due " + j.At.UTC().Format(time.RFC3339)})
 	writeJSON(w, http.StatusCreated, jobJSON{Job: j})
 }
 
@@ -263,14 +242,30 @@ func (h *Handler) handleControlJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such action %q: want pause, resume or cancel", verb)
 		return
 	}
+	var b struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeBody(r, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
+	action := "job." + verb
+	if before, err := h.jobs.Get(ctx, id); err == nil && verb == "resume" && before.State == jobs.Failed {
+		action = changelog.ActionJobRetry
+	}
 	j, err := ctl(ctx, id)
-	h.record(r, verb+" job "+id, err, slog.String("job", id))
 	if err != nil {
+		h.log.Warn("console: "+action+" failed", slog.String("who", principalOf(r).Name), slog.String("job", id), slog.Any("error", err))
 		writeError(w, statusOf(err), "%v", err)
 		return
 	}
+	result := string(j.State)
+	if j.Request != "" {
+		result += ", " + j.Request + " requested"
+	}
+	h.record(r, change{action: action, scope: "job " + id, reason: b.Reason, result: result})
 	writeJSON(w, http.StatusOK, jobJSON{Job: j})
 }
 
@@ -279,6 +274,7 @@ func (h *Handler) handleControlJob(w http.ResponseWriter, r *http.Request) {
 type releaseBody struct {
 	Segments []string `json:"segments"`
 	All      bool     `json:"all"`
+	Reason   string   `json:"reason"` // for the change log
 }
 
 func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
@@ -289,6 +285,10 @@ func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.All == (len(b.Segments) > 0) {
 		writeError(w, http.StatusBadRequest, "give segments or all, not both")
+		return
+	}
+	if p := principalOf(r); b.All && p.Role < RoleAdmin {
+		writeError(w, http.StatusForbidden, "%s is a %s here; releasing the whole quarantine needs the admin role (release named segments instead)", p.Name, p.Role)
 		return
 	}
 	for _, n := range b.Segments {
@@ -323,11 +323,20 @@ func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Released = append(out.Released, name)
 	}
-	what := fmt.Sprintf("release %d of %d quarantined segments", len(out.Released), len(names))
-	if len(names) <= 5 {
-		what += ": " + strings.Join(names, ", ")
+	scope := "quarantined segments " + strings.Join(names, ", ")
+	if b.All {
+		scope = "every quarantined segment (" + strconv.Itoa(len(names)) + ")"
+	} else if len(names) > 5 {
+		scope = fmt.Sprintf("quarantined segments %s, …, %s (%d)", strings.Join(names[:3], ", "), names[len(names)-1], len(names))
 	}
-	h.record(r, what, errors.Join(errs...), slog.Any("segments", names))
+	if len(out.Released) > 0 { // a refused release changed nothing
+		h.record(r, change{action: changelog.ActionRelease, scope: scope, reason: b.Reason,
+			result: fmt.Sprintf("released %d of %d", len(out.Released), len(names)), err: errors.Join(errs...)})
+	} else if len(errs) > 0 {
+		h.log.Warn("console: release failed", slog.String("who", principalOf(r).Name), slog.Any("segments", names), slog.Any("error", errors.Join(errs...)))
+	} else {
+		h.log.Info("console: release: released 0 of 0 (nothing to release; not a change)", slog.String("who", principalOf(r).Name))
+	}
 	code := http.StatusOK
 	if len(out.Failed) > 0 {
 		code = http.StatusConflict

@@ -87,6 +87,17 @@ func (s *Selection) SkipSegment(seg *Segment) bool {
 	return v == vNo
 }
 
+// SelectsAll reports whether every record of seg is selected, by what is
+// known of it without reading a record (its area and name, its footer's time
+// range; a summary never says "all"). False means "some may not be".
+func (s *Selection) SelectsAll(seg *Segment) bool {
+	if s.IsAll() {
+		return true
+	}
+	v, _ := s.segmentVerdict(seg)
+	return v == vAll
+}
+
 // segmentVerdict returns the segment's verdict and, when it is no, the part
 // that decided it.
 func (s *Selection) segmentVerdict(seg *Segment) (verdict, string) {

@@ -11,6 +11,7 @@
 //	go run ./cmd/dlqdump-bench jobs-floor [flags] # the least a job can cost on S3: its requests alone
 //	go run ./cmd/dlqdump-bench jobs-control [flags] # a job's pause, hand-over and start delays, and their S3 cost
 //	go run ./cmd/dlqdump-bench fleet   [flags]   # directory, S3 and S3 with latency side by side
+//	go run ./cmd/dlqdump-bench fleet-floor [flags] # the least small segments cost on S3: their requests alone
 //	go run ./cmd/dlqdump-bench sim     [flags]   # fleets of restorers on a simulated S3 prefix (docs/SCALING.md)
 //
 // Run with -h for the flags.
@@ -54,23 +55,18 @@ type options struct {
 	simFor            time.Duration
 	simFinalSegments  int
 	simFinalRestorers int
+	simBlocks         int
 }
 
 func main() {
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
-		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|jobs-floor|jobs-control|fleet|sim [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dlqdump-bench dump|restore|all|jobs|jobs-floor|jobs-control|fleet|fleet-floor|sim [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
 	switch cmd {
-	case "jobs", "jobs-floor", "jobs-control":
-		run := benchJobs
-		switch cmd {
-		case "jobs-floor":
-			run = benchJobsFloor
-		case "jobs-control":
-			run = benchJobsControl
-		}
+	case "jobs", "jobs-floor", "jobs-control", "fleet-floor":
+		run := map[string]func([]string) error{"jobs": benchJobs, "jobs-floor": benchJobsFloor, "jobs-control": benchJobsControl, "fleet-floor": benchFleetFloor}[cmd]
 		if err := run(os.Args[2:]); err != nil {
 			fatal(err)
 		}
@@ -99,6 +95,7 @@ func main() {
 	fl.DurationVar(&o.simFor, "sim-for", time.Minute, "sim: the longest a run lasts")
 	fl.IntVar(&o.simFinalSegments, "sim-final-segments", 0, "sim: segments for the run of -sim-final-restorers restorers (e.g. 1000000); 0: -sim-segments")
 	fl.IntVar(&o.simFinalRestorers, "sim-final-restorers", 100, "sim: the fleet -sim-final-segments is for")
+	fl.IntVar(&o.simBlocks, "sim-blocks", 1, "sim: blocks per segment (the fleet benchmark's 4 KiB segments hold 2), 1 to 5")
 	_ = fl.Parse(os.Args[2:])
 	var err error
 	if o.capacity, err = dlqdump.ParseMemorySize(capacity); err != nil {

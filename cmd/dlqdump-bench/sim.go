@@ -44,7 +44,10 @@ func benchSim(w io.Writer, o *options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "simulating a prefix %s away, %d segments of %d records per run, up to %s each\n", o.rtt, o.simSegments, simRecords, o.simFor)
+	if o.simBlocks < 1 || o.simBlocks > simRecords {
+		return fmt.Errorf("-sim-blocks %d: from 1 to %d", o.simBlocks, simRecords)
+	}
+	fmt.Fprintf(os.Stderr, "simulating a prefix %s away, %d segments of %d records in %d blocks per run, up to %s each\n", o.rtt, o.simSegments, simRecords, o.simBlocks, o.simFor)
 	var points []simPoint
 	for _, n := range counts {
 		segs := o.simSegments
@@ -67,7 +70,7 @@ func benchSim(w io.Writer, o *options) error {
 // most o.simFor.
 func simRun(o *options, n, segments int) (simPoint, error) {
 	st := s3sim.New(s3sim.Options{RTT: o.rtt})
-	if err := simSeed(st, segments); err != nil {
+	if err := simSeed(st, segments, o.simBlocks); err != nil {
 		return simPoint{}, err
 	}
 	var delivered atomic.Int64
@@ -148,8 +151,9 @@ func simRun(o *options, n, segments int) (simPoint, error) {
 	return p, nil
 }
 
-// simSeed puts segments small segments into st, oldest first.
-func simSeed(st *s3sim.Store, segments int) error {
+// simSeed puts segments small segments of blocks blocks into st, oldest
+// first.
+func simSeed(st *s3sim.Store, segments, blocks int) error {
 	base := time.Now().Add(-24 * time.Hour)
 	type seg struct {
 		name string
@@ -168,6 +172,9 @@ func simSeed(st *s3sim.Store, segments int) error {
 				sw, err := segment.NewWriter(&buf, segment.Header{Codec: segment.CodecZstd, Created: created, ID: id}, nil)
 				for j := 0; err == nil && j < simRecords; j++ {
 					err = sw.Add(created, nil, fmt.Appendf(nil, `{"order":%d,"line":%d,"error":"payment declined"}`, i, j))
+					if per := simRecords / blocks; err == nil && (j+1)%per == 0 && (j+1)/per < blocks {
+						err = sw.Flush() // ends a block
+					}
 				}
 				if err == nil {
 					err = sw.Close()
@@ -203,16 +210,22 @@ func total(c map[string]int64) int64 {
 	return n
 }
 
+// simTrips returns the round trips in a row a simulated segment of blocks
+// blocks holds its place among a restorer's segments in flight: its claim,
+// its GET and a checkpoint per block. Deleting it and its record (three
+// more) overlap the next segment's.
+func simTrips(blocks int) float64 { return float64(2 + blocks) }
+
 // simReport prints each run beside the model: n restorers restore at most
-// n/RTT small segments per second (the checkpoint of one segment's block
-// before the next delivers is the one round trip on the path of delivery),
-// and a prefix at most WriteRate over the writes a segment takes.
+// n × SegmentsInFlight / (simTrips × RTT) small segments per second (each
+// segment in flight checkpoints its own blocks, so their round trips
+// overlap), and a prefix at most WriteRate over the writes a segment takes.
 func simReport(w io.Writer, o *options, points []simPoint) {
 	fmt.Fprintf(w, "restorers\tsegments\tsegments/s\tsteady segments/s\tmodel\twrites/segment\treads/segment\tSlowDowns/segment\ttook\t\n")
 	for _, p := range points {
 		writes := float64(writesOf(p.counts)) / p.done
 		reads := float64(total(p.counts)-writesOf(p.counts)) / p.done
-		model := float64(p.restorers) / o.rtt.Seconds()
+		model := float64(p.restorers*dlqdump.DefaultSegmentsInFlight) / (simTrips(o.simBlocks) * o.rtt.Seconds())
 		if prefix := s3sim.WriteRate / writes; prefix < model {
 			model = prefix
 		}

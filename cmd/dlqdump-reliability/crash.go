@@ -288,6 +288,7 @@ func crashRestore(o *options) []result {
 	}
 	maxBlock := 0
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.dlq"))
+	inFlight := min(len(paths), dlqdump.DefaultSegmentsInFlight) // the restorer's default
 	for _, p := range paths {
 		f, _ := os.Open(p)
 		st, _ := f.Stat()
@@ -321,11 +322,11 @@ func crashRestore(o *options) []result {
 		dups += max(seen[id]-1, 0)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, "*.dlq"))
-	bound := kills * maxBlock
+	bound := kills * inFlight * maxBlock
 	return []result{{
 		section: "restore crash loop",
 		figures: fmt.Sprintf("%d kills, %d records, %d lost, %d delivered twice, %d segments left", kills, n, lost, dups, len(left)),
-		bound:   fmt.Sprintf("0 lost, <= %d twice (one block of <= %d records per kill), 0 left", bound, maxBlock),
+		bound:   fmt.Sprintf("0 lost, <= %d twice (one block of <= %d records per segment in flight, %d, per kill), 0 left", bound, maxBlock, inFlight),
 		ok:      lost == 0 && dups <= bound && len(left) == 0,
 		note:    fmt.Sprintf("%.1f duplicates per kill on average", float64(dups)/float64(max(kills, 1))),
 	}}

@@ -63,8 +63,8 @@ func faultsRestore(o *options) []result {
 			continue
 		}
 		res := result{section: section,
-			figures: fmt.Sprintf("%d runs (%s): %d held, %d failed, %d not reached (fewer calls); at most %d records delivered twice in a run",
-				rep.Runs, which, rep.Held, len(rep.Failed), rep.Unexplored, rep.MaxDuplicates),
+			figures: fmt.Sprintf("%d runs (%s): %d held, %d failed, %d not reached (fewer calls); at most %d records delivered twice in a run, of %d segments",
+				rep.Runs, which, rep.Held, len(rep.Failed), rep.Unexplored, rep.MaxDuplicates, rep.MaxSegments),
 			bound: "every run held",
 			ok:    len(rep.Failed) == 0,
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -203,6 +204,7 @@ func (a *app) copyAll(src, dst *location, infos []sink.Info, move bool) error {
 	c.bar.finish()
 	done := map[bool]string{false: "copied", true: "moved"}[move]
 	a.infof("%s %s from %s to %s%s", done, plural(st.count+st.same, "segment"), src, dst, sameNote(st.same))
+	c.logChanges(st)
 	if st.failed > 0 {
 		return fmt.Errorf("%s of %d not %s", plural(st.failed, "segment"), len(infos), done)
 	}
@@ -212,6 +214,24 @@ func (a *app) copyAll(src, dst *location, infos []sink.Info, move bool) error {
 // copyStats counts the outcomes of copyOne.
 type copyStats struct {
 	count, same, failed int
+	names               []string // copied or moved
+}
+
+// logChanges writes what a cp or mv did to the change logs: cp to the
+// destination's, mv to both.
+func (c *copier) logChanges(st *copyStats) {
+	if len(st.names) == 0 {
+		return
+	}
+	action, verb := changelog.ActionCopy, "copied"
+	if c.move {
+		action, verb = changelog.ActionMove, "moved"
+	}
+	result := fmt.Sprintf("%s %s from %s to %s", verb, plural(len(st.names), "segment"), c.src, c.dst)
+	c.a.logChange(c.dst, action, scopeOf("segments", st.names), result, nil)
+	if c.move {
+		c.a.logChange(c.src, action, scopeOf("segments", st.names), result, nil)
+	}
 }
 
 // one copies one segment and reports the outcome; errClaimedSeg is
@@ -234,6 +254,7 @@ func (c *copier) one(si sink.Info, st *copyStats) error {
 	}
 	done := map[bool]string{false: "copied", true: "moved"}[c.move]
 	line := fmt.Sprintf("%s %s (%s, %s)", done, si.Name, si.Area, humanBytes(res.size))
+	st.names = append(st.names, si.Name)
 	if res.same {
 		st.same++
 		line = fmt.Sprintf("%s %s (%s): an identical copy was already in %s", done, si.Name, si.Area, c.dst)

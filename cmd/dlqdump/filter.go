@@ -79,6 +79,12 @@ func (f *filterFlags) parse(now time.Time) (*filter, error) {
 	return flt, nil
 }
 
+// withIDs narrows the filter to the records of ids.
+func (f *filter) withIDs(ids []segment.RecordID) {
+	f.expr = selection.And(f.expr, selection.IDs(ids...))
+	f.sel = selection.And(f.sel, selection.IDs(ids...))
+}
+
 // parseSelect parses a selection given to flag; an error shows where it is
 // wrong.
 func parseSelect(flag, expr string, now time.Time) (*selection.Selection, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/jobs"
@@ -44,11 +45,18 @@ of it.`,
 
 // jobStore opens the jobs of a location.
 func (a *app) jobStore(loc string) (*jobs.Store, error) {
+	_, st, err := a.jobStoreAt(loc)
+	return st, err
+}
+
+// jobStoreAt opens a location and its jobs.
+func (a *app) jobStoreAt(loc string) (*location, *jobs.Store, error) {
 	l, err := a.open(loc, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return jobs.Open(l.reader)
+	st, err := jobs.Open(l.reader)
+	return l, st, err
 }
 
 func newJobCreateCmd(a *app) *cobra.Command {
@@ -88,7 +96,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 				}
 				spec.At = t
 			}
-			st, err := a.jobStore(args[0])
+			l, st, err := a.jobStoreAt(args[0])
 			if err != nil {
 				return err
 			}
@@ -99,6 +107,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.logChange(l, changelog.ActionJobCreate, "job "+j.ID, j.Spec.Describe()+", due "+j.At.UTC().Format(time.RFC3339), nil)
 			if asJSON {
 				return a.printJob(&j)
 			}
@@ -288,9 +297,15 @@ func newJobControlCmd(a *app, verb string) *cobra.Command {
 		Short: short,
 		Args:  argsRange(2, 2, "LOCATION ID"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			st, err := a.jobStore(args[0])
+			l, st, err := a.jobStoreAt(args[0])
 			if err != nil {
 				return err
+			}
+			action := "job." + verb
+			if verb == "resume" {
+				if before, err := st.Get(a.ctx, args[1]); err == nil && before.State == jobs.Failed {
+					action = changelog.ActionJobRetry
+				}
 			}
 			var j jobs.Job
 			switch verb {
@@ -304,6 +319,11 @@ func newJobControlCmd(a *app, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			result := string(j.State)
+			if j.Request != "" {
+				result += ", " + string(j.Request) + " requested"
+			}
+			a.logChange(l, action, "job "+j.ID, result, nil)
 			if j.Request != "" && wait > 0 {
 				j = a.answer(st, j, wait)
 			}
@@ -484,7 +504,7 @@ func (a *app) jobRun(loc string, f *restoreFlags, owner string, dests []string, 
 			}
 		}
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: hd, Destinations: dests,
-			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(),
+			DeliverEnvelope: true, MaxAttempts: 1, Concurrency: f.concurrency, AllowRate: 1, Lease: f.lease, Logger: a.logger(), MaxRecordSize: a.recordSize.size,
 			Owner: owner, VersionCompatible: func(_, _ dlqdump.Version) bool { return true }, Encryption: &dlqdump.Encryption{Identities: ids}})
 		if err != nil {
 			return err

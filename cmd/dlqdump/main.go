@@ -30,6 +30,10 @@
 //	cat LOCATION [SEGMENT...]      records as JSON lines (or --format hex|raw)
 //	verify LOCATION [SEGMENT...]   check every checksum; --salvage DIR keeps the intact records
 //	restore LOCATION [SEGMENT...]  redrive records to stdout or an HTTP endpoint (--to)
+//	replay LOCATION ID...          deliver these records now (--to)
+//	discard LOCATION ID... --reason WHY
+//	                               set records aside into the quarantine, with who and why
+//	log LOCATION                   the store's change log (--verify: check its hash chain)
 //	cp SRC DST [SEGMENT...]        copy segments between locations
 //	mv SRC DST [SEGMENT...]        move segments between locations
 //	quarantine ls LOCATION         quarantined segments and why

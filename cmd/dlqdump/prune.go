@@ -7,7 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -18,6 +20,7 @@ type pruneFlags struct {
 	maxBytes    string
 	dryRun      bool
 	now         string
+	sel         string
 	lease       time.Duration
 }
 
@@ -44,9 +47,24 @@ limit, e.g. --max-age 720h --now 2026-04-01 --dry-run lists what will have
 expired by then. A TIME after the current time removes segments not yet
 expired, so it is taken only with --dry-run.
 
+--select EXPR (the selection language, docs/SELECT.md) narrows what is
+removed to the segments it selects whole: with limits, a segment due is
+removed only if every record it holds (but those restored already) is
+selected; without limits, every segment of the area it selects whole is
+removed. A segment holding a record the selection does not select is left
+and counted, so prune never removes a record the selection leaves. Time,
+area and segment parts are decided by a segment's footer; the others read
+its records. To take single records out of the ready area, see dlqdump
+discard.
+
+Every run that removes something is written to the store's change log
+(dlqdump log), with --reason.
+
 On S3 prune works by listing alone; a bucket lifecycle rule on the archive/
 prefix can do the same without this command, but removes silently.`,
 		Example: `  dlqdump prune /var/lib/app/dlq --area archive --max-age 30d --dry-run
+  dlqdump prune /var/lib/app/dlq --area quarantine --select 'source = loadtest' --reason "load test leftovers"
+  dlqdump prune /var/lib/app/dlq --area quarantine --max-age 7d --select 'quarantine ~ discarded'
   dlqdump prune s3://dead-letters/orders/ --area quarantine --max-bytes 10GiB`,
 		Args: argsRange(1, 1, "LOCATION"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
@@ -59,6 +77,7 @@ prefix can do the same without this command, but removes silently.`,
 	fl.IntVar(&f.maxSegments, "max-segments", 0, "keep at most this many segments, removing the oldest (0: no limit)")
 	fl.StringVar(&f.maxBytes, "max-bytes", "", "keep at most this many bytes, removing the oldest segments, e.g. 10GiB (default: no limit)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would be removed; change nothing")
+	fl.StringVar(&f.sel, "select", "", `remove only segments this expression selects whole (docs/SELECT.md), e.g. 'source = loadtest'`)
 	fl.StringVar(&f.now, "now", "", "measure ages from this time (forms of --since; a later time than now only with --dry-run)")
 	durationVar(fl, &f.lease, "lease", 30*time.Second, "claim lease on each ready segment removed, renewed every third of it")
 	_ = fl.MarkHidden("lease")
@@ -89,14 +108,18 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 		return usageErrorf("--now %s is later than the current time: it would remove segments not yet expired; give --dry-run to try it", f.now)
 	case f.maxAge < 0 || f.maxSegments < 0:
 		return usageErrorf("--max-age and --max-segments: want 0 (no limit) or more")
-	case lim.MaxAge == 0 && lim.MaxSegments == 0 && lim.MaxBytes == 0:
-		return usageErrorf("give at least one of --max-age, --max-segments and --max-bytes")
+	case lim.MaxAge == 0 && lim.MaxSegments == 0 && lim.MaxBytes == 0 && f.sel == "":
+		return usageErrorf("give at least one of --max-age, --max-segments, --max-bytes and --select")
+	}
+	sel, err := parseSelect("--select", f.sel, now)
+	if err != nil {
+		return err
 	}
 	l, err := a.open(loc, true)
 	if err != nil {
 		return err
 	}
-	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: f.lease}
+	cfg := &dlqdump.Config{Reader: l.reader, Decoder: decoder.Fallthrough{}, Queue: nowhere{}, Logger: a.logger(), Owner: cliOwner(), Lease: f.lease, MaxRecordSize: a.recordSize.size}
 	switch area {
 	case sink.AreaReady:
 		cfg.Retention.Ready = lim
@@ -110,7 +133,7 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 		return err
 	}
 	defer r.Close()
-	rep, err := r.Prune(a.ctx, dlqdump.PruneOptions{DryRun: f.dryRun, Now: at})
+	rep, err := r.Prune(a.ctx, dlqdump.PruneOptions{DryRun: f.dryRun, Now: at, Select: sel, Areas: []dlqdump.Area{area}})
 	verb := "removed"
 	if f.dryRun {
 		verb = "would remove"
@@ -127,8 +150,33 @@ func (a *app) prune(loc string, f *pruneFlags) error {
 	if rep.Claimed > 0 {
 		fmt.Fprintf(a.stdout, "; left %s due but being restored", plural(rep.Claimed, "segment"))
 	}
+	if rep.Unselected > 0 {
+		fmt.Fprintf(a.stdout, "; left %s holding records --select does not select", plural(rep.Unselected, "segment"))
+	}
 	fmt.Fprintln(a.stdout)
+	if !f.dryRun && len(rep.Expired) > 0 {
+		a.logChange(l, changelog.ActionPrune, pruneScope(area, f, sel), fmt.Sprintf("removed %s, %s, %s", plural(len(rep.Expired), "segment"),
+			plural(records, "record"), humanBytes(bytes)), err)
+	}
 	return err
+}
+
+// pruneScope says what a prune applied to, for the change log.
+func pruneScope(area sink.Area, f *pruneFlags, sel *selection.Selection) string {
+	s := "area " + area.String()
+	if f.maxAge > 0 {
+		s += ", max-age " + fmtDuration(f.maxAge)
+	}
+	if f.maxSegments > 0 {
+		s += fmt.Sprintf(", max-segments %d", f.maxSegments)
+	}
+	if f.maxBytes != "" {
+		s += ", max-bytes " + f.maxBytes
+	}
+	if !sel.IsAll() {
+		s += ", select " + sel.String()
+	}
+	return s
 }
 
 // nowhere is the destination of a Restorer that only prunes.

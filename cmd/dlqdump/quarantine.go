@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -239,6 +240,20 @@ never replaced: that is an error naming both.`,
 func (a *app) release(l *location, infos []sink.Info) error {
 	var failed []error
 	released := 0
+	defer func() {
+		var err error
+		if len(failed) > 0 {
+			err = errors.Join(failed...)
+		}
+		if released > 0 { // a refused release changed nothing
+			names := make([]string, len(infos))
+			for i, si := range infos {
+				names[i] = si.Name
+			}
+			a.logChange(l, changelog.ActionRelease, scopeOf("quarantined segments", names),
+				fmt.Sprintf("released %s of %d", plural(released, "segment"), len(infos)), err)
+		}
+	}()
 	for _, si := range infos {
 		if a.interrupted() {
 			break

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/internal/inspect"
 	"github.com/dlqdump/dlqdump/segment"
@@ -40,6 +42,10 @@ type restoreFlags struct {
 	lease       time.Duration
 	ff          filterFlags
 	jq          jqFlags
+	// ids are the records a replay delivers (dlqdump replay), ANDed with
+	// the filters; action is what the change log calls the run.
+	ids    []segment.RecordID
+	action string
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -120,8 +126,8 @@ versions are moved to quarantine (by a restore without --where, --since or
 
 An interrupt (Ctrl-C) stops at the record being delivered and keeps a
 checkpoint (the segment's claim record), so the next restore resumes there.
-A restore that is killed instead resumes at its last checkpoint: the records
-of at most one block are delivered again.
+A restore that is killed instead resumes at its last checkpoints: the records
+of at most one block of each segment in flight (8) are delivered again.
 
 Segments are claimed like any restorer claims them. A segment whose claim
 another process holds is watched after the pass: if the claim is renewed, its
@@ -138,7 +144,12 @@ restored.`,
 			return a.restore(args[0], args[1:], &f)
 		}),
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register defines the flags of restore (and replay) on fl.
+func (f *restoreFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.to, "to", "", "deliver each record to this URL: "+strings.Join(destForms(), ", ")+" (default: JSON lines on stdout)")
 	fl.Float64Var(&f.rate, "rate", 0, "deliveries per second at most (0: no limit)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts per record while the endpoint is unavailable, before the restore stops (--to)")
@@ -154,13 +165,15 @@ restored.`,
 	_ = fl.MarkHidden("lease")
 	f.ff.register(fl)
 	f.jq.register(fl, true)
-	return cmd
 }
 
 func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	flt, err := f.ff.parse(time.Now())
 	if err != nil {
 		return err
+	}
+	if len(f.ids) > 0 {
+		flt.withIDs(f.ids)
 	}
 	switch {
 	case f.rate < 0:
@@ -259,6 +272,8 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		Lease:       f.lease,
 		Logger:      a.logger(),
 		Owner:       cliOwner(),
+		// 0: the default, 8 MiB.
+		MaxRecordSize: a.recordSize.size,
 	}
 	if anyVersion {
 		cfg.VersionCompatible = func(_, _ dlqdump.Version) bool { return true }
@@ -332,6 +347,11 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 		return withCode(exitError, runErr)
 	}
 	a.printReport(l, f.to, &rep, hd)
+	a.logRestore(l, f, flt, names, &rep, runErr)
+	if f.action == changelog.ActionReplay && runErr == nil && rep.Delivered+rep.Quarantined == 0 {
+		return fmt.Errorf("no ready record of %s is selected: nothing was replayed (restored already, discarded or quarantined? dlqdump cat %s --area all --select %q)",
+			l, l.raw, flt.sel.String())
+	}
 	if errors.Is(runErr, dlqdump.ErrUnavailable) {
 		a.warnf("%v", runErr)
 		a.warnf("the restore stopped: that record and every record after it stay ready, nothing was set aside; run the same restore again when the destination is back")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
@@ -115,6 +116,13 @@ Recipients: --recipient age1... (age X25519), age1pq1... (post-quantum),
 func (a *app) rewrapAll(l *location, infos []sink.Info, recs []envelope.Recipient) error {
 	var done, plain, failed int
 	var later []sink.Info
+	var rewrapped []string
+	defer func() {
+		if done > 0 {
+			a.logChange(l, changelog.ActionRewrap, scopeOf("segments", rewrapped),
+				fmt.Sprintf("rewrapped %s for %s", plural(done, "segment"), plural(len(recs), "recipient")), nil)
+		}
+	}()
 	one := func(si sink.Info) {
 		name, err := a.rewrapOne(l, si, recs)
 		switch {
@@ -125,6 +133,7 @@ func (a *app) rewrapAll(l *location, infos []sink.Info, recs []envelope.Recipien
 			a.warnf("%s: not rewrapped: %v", l.segPath(si.Area, si.Name), err)
 		default:
 			done++
+			rewrapped = append(rewrapped, si.Name)
 			a.printOut(fmt.Sprintf("rewrapped %s -> %s", si.Name, name))
 		}
 	}

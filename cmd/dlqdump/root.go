@@ -111,6 +111,12 @@ type app struct {
 	quiet    bool
 	s3       s3Flags
 	keyFlags keyFlags
+	changes  changeFlags
+	// recordSize is --max-record-size: every Restorer's MaxRecordSize.
+	recordSize recordSize
+	// logFailed is set when a change was made and its change log entry
+	// could not be appended: the command exits 1.
+	logFailed atomic.Bool
 
 	// soft is cancelled by the first interrupt: commands stop at the next
 	// segment or block. ctx is cancelled by the second: I/O stops at once.
@@ -209,6 +215,8 @@ with informational messages.
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "no progress bars and no informational messages")
 	a.s3.register(pf)
 	a.keyFlags.register(pf)
+	a.changes.register(pf)
+	a.recordSize.register(pf)
 	root.AddCommand(
 		newLsCmd(a),
 		newStatCmd(a),
@@ -216,6 +224,8 @@ with informational messages.
 		newCatCmd(a),
 		newVerifyCmd(a),
 		newRestoreCmd(a),
+		newReplayCmd(a),
+		newDiscardCmd(a),
 		newCopyCmd(a, false),
 		newCopyCmd(a, true),
 		newQuarantineCmd(a),
@@ -225,6 +235,7 @@ with informational messages.
 		newKeygenCmd(a),
 		newJobCmd(a),
 		newUICmd(a),
+		newLogCmd(a),
 	)
 	return root
 }
@@ -277,6 +288,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	root.SetArgs(args)
 	err := root.Execute()
+	if err == nil && a.logFailed.Load() {
+		return exitError
+	}
 	if err == nil {
 		if a.interrupted() {
 			return exitInterrupted

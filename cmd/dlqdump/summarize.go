@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqdump/dlqdump/changelog"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/segment"
 	"github.com/dlqdump/dlqdump/sink"
@@ -68,6 +69,12 @@ var errHasSummary = errors.New("has a summary")
 // addSummaries summarizes each segment of infos, reporting each.
 func (a *app) addSummaries(l *location, infos []sink.Info) error {
 	var done, had, failed int
+	var summarized []string
+	defer func() {
+		if done > 0 {
+			a.logChange(l, changelog.ActionSummarize, scopeOf("segments", summarized), fmt.Sprintf("summarized %s", plural(done, "segment")), nil)
+		}
+	}()
 	for _, si := range infos {
 		if a.interrupted() {
 			break
@@ -81,6 +88,7 @@ func (a *app) addSummaries(l *location, infos []sink.Info) error {
 			a.warnf("%s: not summarized: %v", l.segPath(si.Area, si.Name), err)
 		default:
 			done++
+			summarized = append(summarized, si.Name)
 			a.printOut(fmt.Sprintf("summarized %s -> %s", si.Name, name))
 		}
 	}

@@ -57,6 +57,14 @@ show as protojson with --proto-descriptor and --proto-message (see cat).`,
 			}
 			o := &console.Options{Reader: l.reader, Name: l.String(), ReadOnly: readOnly, ProtoMessage: protoMsg,
 				Logger: slog.New(slog.NewTextHandler(lineWriter{a}, nil))}
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+					// Only this machine reaches it: its changes are the
+					// person's who started it (--actor, or the OS user).
+					actor := a.actor()
+					o.User = func(*http.Request) string { return actor }
+				}
+			}
 			if protoFile != "" {
 				if _, err := loadProto(protoFile, protoMsg); err != nil {
 					return err

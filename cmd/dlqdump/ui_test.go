@@ -159,7 +159,7 @@ func TestUI(t *testing.T) {
 		t.Errorf("GET api/meta for Host %s: %d, want 421", req.Host, resp.StatusCode)
 	}
 	stopUI(t, u)
-	if !strings.Contains(u.stderr(), "console: release 0 of 0 quarantined segments") {
+	if !strings.Contains(u.stderr(), "console: release: released 0 of 0") {
 		t.Errorf("the change is not logged:\n%s", u.stderr())
 	}
 

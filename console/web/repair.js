@@ -147,9 +147,20 @@ async function preview() {
   if (r.errors) box.append(el('p', {class: 'note', text: r.errors.join('; ')}));
 }
 
+// The page and its URL (#errors?header=…&area=…&select=…), as app.js's
+// pages: a link reproduces the groups shown.
+page('errors', {
+  load: p => {
+    if (p.get('header')) $('err-header').value = p.get('header');
+    if (p.get('area')) $('err-area').value = p.get('area');
+    if (p.has('select')) $('err-select').value = p.get('select');
+    loadErrors();
+  },
+  params: () => errParams(),
+});
+
 document.addEventListener('DOMContentLoaded', () => {
-  $('tab-errors').addEventListener('click', () => loadErrors());
-  $('err-form').addEventListener('submit', ev => { ev.preventDefault(); loadErrors(); });
+  $('err-form').addEventListener('submit', ev => { ev.preventDefault(); setURL('errors', errParams(), true); loadErrors(); });
   const b = $('job-preview-go');
   if (b) b.addEventListener('click', () => preview());
 });

@@ -189,6 +189,7 @@ dlqdump_pending_bytes{queue="orders"} 1234
 # TYPE dlqdump_quarantined_records_total counter
 dlqdump_quarantined_records_total{queue="orders",reason="damaged"} 3
 dlqdump_quarantined_records_total{queue="orders",reason="decode"} 0
+dlqdump_quarantined_records_total{queue="orders",reason="discarded"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="progress"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="refused"} 0
 dlqdump_quarantined_records_total{queue="orders",reason="replays"} 0
@@ -215,11 +216,11 @@ dlqdump_retries_total{queue="orders"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), allMetrics[:len(allMetrics)-len(jobMetrics)]...); err != nil {
 		t.Fatal(err)
 	}
-	// 20 series, a series for each other failure (14), quarantine (8)
+	// 20 series, a series for each other failure (14), quarantine (9)
 	// and retention (8) reason from the start, and the jobs': running,
 	// started by how (2), ended by state (5), records, the start delay.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+14+8+8+10 {
-		t.Fatalf("series = %d, %v; want 60", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 20+14+9+8+10 {
+		t.Fatalf("series = %d, %v; want 61", n, err)
 	}
 }
 

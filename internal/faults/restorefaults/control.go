@@ -208,7 +208,7 @@ func (h *Harness) Control(ctx context.Context, pt faults.Point, ctl Control) (*R
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	if err := finish(ctx, p, ids, true, w, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant, w, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	interruptions := 0

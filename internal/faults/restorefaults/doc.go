@@ -13,8 +13,9 @@
 //
 //   - every record is delivered, or in quarantine if it cannot be delivered
 //     (and those are in quarantine exactly once, and never delivered);
-//   - at most one block of records is delivered twice per interruption,
-//     none after a cancellation;
+//   - at most one block of each segment in flight is delivered twice per
+//     interruption (the segments deliver at once, each checkpointing its
+//     own blocks), none after a cancellation;
 //   - nothing is left: no ready segment, no temporary file, no claim
 //     record; every original segment is in the archive;
 //   - the metrics and Stats of the restorers equal what the destination

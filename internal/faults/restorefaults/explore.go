@@ -66,8 +66,9 @@ type Report struct {
 	// calls of their operation than the run without fault (see
 	// Result.Fewer); they are in Runs, not in Held nor Failed.
 	Unexplored int
-	// MaxDuplicates is the most records delivered twice in one run.
-	MaxDuplicates int
+	// MaxDuplicates is the most records delivered twice in one run, and
+	// MaxSegments the most segments they were of.
+	MaxDuplicates, MaxSegments int
 }
 
 // Explore runs the scenario without fault, then with each selected fault
@@ -93,6 +94,7 @@ func (h *Harness) Explore(ctx context.Context, sel Selection, each func(*Result)
 		}
 		rep.ByMode[mode] = c
 		rep.MaxDuplicates = max(rep.MaxDuplicates, r.Duplicates)
+		rep.MaxSegments = max(rep.MaxSegments, r.Segments)
 		if each != nil {
 			each(r)
 		}
@@ -238,6 +240,6 @@ func (r *Report) Summary() string {
 		c := r.ByMode[m]
 		fmt.Fprintf(&b, "; %s %d/%d", m, c[1], c[0])
 	}
-	fmt.Fprintf(&b, "; at most %d records delivered twice in a run", r.MaxDuplicates)
+	fmt.Fprintf(&b, "; at most %d records delivered twice in a run, of %d segments", r.MaxDuplicates, r.MaxSegments)
 	return b.String()
 }

@@ -57,8 +57,12 @@ type Result struct {
 	// Violations are the invariants the run broke.
 	Violations []string
 	// Duplicates is the number of extra deliveries, and Bound what the
-	// invariants allow.
+	// invariants allow in all: one block per interruption of each segment
+	// in flight.
 	Duplicates, Bound int
+	// Segments is the number of segments whose records were delivered
+	// twice.
+	Segments int
 	// Fewer, for a point not reached, says that the run made fewer calls
 	// of the point's operation than its K: the claim keeper renews on a
 	// timer, so how many record writes a run makes depends on the
@@ -84,7 +88,7 @@ func (r *Result) String() string {
 	case len(r.Violations) > 0:
 		s += ": " + strings.Join(r.Violations, "; ")
 	default:
-		s += fmt.Sprintf(": held (%d delivered twice, bound %d)", r.Duplicates, r.Bound)
+		s += fmt.Sprintf(": held (%d delivered twice, of %d segments; bound %d)", r.Duplicates, r.Segments, r.Bound)
 	}
 	return s
 }
@@ -126,7 +130,7 @@ func (h *Harness) Count(ctx context.Context) (faults.Counts, *Result, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out.errs = append(out.errs, drive(ctx, h.Variant.Jobs, rd, r, nil))
+	out.errs = append(out.errs, drive(ctx, h.Variant, rd, r, nil))
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
@@ -164,7 +168,7 @@ func (h *Harness) Run(ctx context.Context, pt faults.Point) (*Result, error) {
 	for _, err := range out.errs {
 		res.Violations = append(res.Violations, err.Error())
 	}
-	if err := finish(ctx, p, ids, h.Variant.Jobs, nil, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant, nil, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 1, &out, res)
@@ -194,7 +198,7 @@ func (h *Harness) inProcess(ctx context.Context, p *Place, ids []envelope.Identi
 		go func() {
 			defer taker.Done()
 			defer in.Resume()
-			if err := finish(ctx, p, ids, h.Variant.Jobs, w, &taken); err != nil {
+			if err := finish(ctx, p, ids, h.Variant, w, &taken); err != nil {
 				taken.errs = append(taken.errs, fmt.Errorf("the restorer taking over during the pause: %w", err))
 			}
 		}()
@@ -205,7 +209,7 @@ func (h *Harness) inProcess(ctx context.Context, p *Place, ids []envelope.Identi
 	if err != nil {
 		return nil, err
 	}
-	driven = drive(ctx, h.Variant.Jobs, rd, r, w)
+	driven = drive(ctx, h.Variant, rd, r, w)
 	taker.Wait()
 	in.Resume() // a pause that fired after the passes gave up
 	out.stats = append(out.stats, r.Stats())
@@ -239,13 +243,13 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = drive(cctx, h.Variant.Jobs, p.Reader, r, nil)
+	_ = drive(cctx, h.Variant, p.Reader, r, nil)
 	res.Reached = cctx.Err() != nil // cancelled, if only after the last delivery
 	out.stats = append(out.stats, r.Stats())
 	_ = r.Close()
 	out.delivered = dst.items()
 	out.inProcess = len(out.delivered)
-	if err := finish(ctx, p, ids, h.Variant.Jobs, nil, &out); err != nil {
+	if err := finish(ctx, p, ids, h.Variant, nil, &out); err != nil {
 		res.Violations = append(res.Violations, err.Error())
 	}
 	check(p, sd, 0, &out, res)
@@ -256,13 +260,23 @@ func (h *Harness) Cancel(ctx context.Context, n int) (*Result, error) {
 // segment and no claim left (a claim left by the run is taken over once seen
 // unchanged for its lease); with jobs, the jobs are run to their end first
 // (w watching them in a control run).
-func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs bool, w *controlWatch, out *outcome) error {
+func finish(ctx context.Context, p *Place, ids []envelope.Identity, v Variant, w *controlWatch, out *outcome) error {
 	dst := &destination{}
 	r, err := dlqdump.NewRestorer(config(p.Reader, dst, &out.metrics, ids))
 	if err != nil {
 		return err
 	}
-	if withJobs {
+	if v.Act {
+		// A discard the run did not finish is run again first, as its
+		// user would; a replay needs no second run (the passes deliver
+		// the record anyway).
+		if err := rediscard(ctx, p, r); err != nil {
+			out.stats = append(out.stats, r.Stats())
+			_ = r.Close()
+			return err
+		}
+	}
+	if v.Jobs {
 		// The jobs end first: completed, each once, whatever the run
 		// left of them.
 		if err := runJobs(ctx, p.Reader, r, w); err != nil {
@@ -313,6 +327,38 @@ func finish(ctx context.Context, p *Place, ids []envelope.Identity, withJobs boo
 	}
 }
 
+// rediscard runs the Act variant's discard until its records are in the
+// quarantine: the discard the run made may have been cut short.
+func rediscard(ctx context.Context, p *Place, r *dlqdump.Restorer) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		quar, err := p.payloads(sink.AreaQuarantine, nil)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, it := range quar {
+			if isDiscarded(it) {
+				n++
+			}
+		}
+		if n >= len(discarded) {
+			return nil
+		}
+		derr := act(ctx, p.Reader, r, false)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the discard did not complete a minute after the run: %d of %d records in the quarantine, last error %v", n, len(discarded), derr)
+		}
+		t := time.NewTimer(claimsLease / 3) // a claim the run left expires
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
 // EnvChild is the environment variable that makes ChildMain run the scenario
 // with a fault: it holds the place, the identity of an encrypted scenario and
 // the point, as JSON.
@@ -323,6 +369,7 @@ type childSpec struct {
 	Identity string    `json:"identity,omitempty"`
 	Point    string    `json:"point"`
 	Jobs     bool      `json:"jobs,omitempty"`
+	Act      bool      `json:"act,omitempty"`
 }
 
 // IsChild reports whether this process was started to run ChildMain.
@@ -362,7 +409,7 @@ func ChildMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	_ = drive(context.Background(), spec.Jobs, rd, r, nil)
+	_ = drive(context.Background(), Variant{Jobs: spec.Jobs, Act: spec.Act}, rd, r, nil)
 	_ = r.Close()
 	b, _ := json.Marshal(in.Counts())
 	fmt.Fprintf(os.Stdout, "%s%s\n", callsLine, b)
@@ -391,7 +438,7 @@ func (p *printing) Enqueue(x any) error {
 // returns what it delivered, the calls it made when it was not killed, and
 // whether the fault killed it.
 func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Point) ([]string, faults.Counts, bool, error) {
-	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String(), Jobs: h.Variant.Jobs})
+	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String(), Jobs: h.Variant.Jobs, Act: h.Variant.Act})
 	cmd := h.Child()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -424,7 +471,9 @@ func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Poi
 }
 
 // check tests the invariants after a run and its recovery, with up to
-// interruptions blocks of duplicates allowed.
+// interruptions blocks of duplicates allowed per segment (a segment's
+// records are those of its letter: a, b, c), of at most SegmentsInFlight
+// segments.
 func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	fail := func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
@@ -433,6 +482,7 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 	for _, it := range out.delivered {
 		seen[it]++
 	}
+	twice := map[byte]int{} // by segment
 	quar, err := p.payloads(sink.AreaQuarantine, sd.keys)
 	if err != nil {
 		fail("read quarantine: %v", err)
@@ -442,7 +492,7 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 		inQuar[it]++
 	}
 	for _, it := range sd.items {
-		undeliverable := strings.HasPrefix(it, poison) || strings.HasPrefix(it, refused)
+		undeliverable := strings.HasPrefix(it, poison) || strings.HasPrefix(it, refused) || sd.act && isDiscarded(it)
 		switch {
 		case undeliverable && inQuar[it] != 1:
 			fail("%s is in quarantine %d times, want once", it, inQuar[it])
@@ -455,19 +505,26 @@ func check(p *Place, sd *seeded, interruptions int, out *outcome, res *Result) {
 		}
 		if seen[it] > 1 {
 			res.Duplicates += seen[it] - 1
+			twice[it[0]] += seen[it] - 1
 		}
 	}
-	if len(inQuar) != 2 {
-		fail("quarantine holds %d distinct records, want the 2 undeliverable ones", len(inQuar))
+	res.Segments = len(twice)
+	if want := 2 + map[bool]int{true: len(discarded)}[sd.act]; len(inQuar) != want {
+		fail("quarantine holds %d distinct records, want the %d undeliverable ones", len(inQuar), want)
 	}
 	// A block of a side segment the run wrote counts as a block too.
 	maxBlock := sd.maxBlock
 	if m, err := p.largestBlock(sink.AreaArchive, sd.keys); err == nil {
 		maxBlock = max(maxBlock, m)
 	}
-	res.Bound = interruptions * maxBlock
-	if res.Duplicates > res.Bound {
-		fail("%d records delivered twice, more than %d blocks of at most %d records", res.Duplicates, interruptions, maxBlock)
+	res.Bound = interruptions * maxBlock * min(segments, dlqdump.DefaultSegmentsInFlight)
+	for seg, n := range twice {
+		if n > interruptions*maxBlock {
+			fail("%d records of segment %c delivered twice, more than %d blocks of at most %d records", n, seg, interruptions, maxBlock)
+		}
+	}
+	if len(twice) > interruptions*dlqdump.DefaultSegmentsInFlight {
+		fail("records of %d segments delivered twice, more than the %d in flight per interruption", len(twice), dlqdump.DefaultSegmentsInFlight)
 	}
 	left, err := p.leftovers(true)
 	if err != nil {

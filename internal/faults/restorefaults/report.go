@@ -23,14 +23,15 @@ func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
 			"are also asked of the job running just before each write of a table and of a segment's record, the call made as usual (mark) or "+
 			"with the runner paused there past its lease while another takes over (pause): each request must be acted on or refused, a withdrawn "+
 			"pause never leave the job paused, no ended job hold a request, and nothing be delivered twice after a controlled stop. Invariants: every record delivered or quarantined, at "+
-			"most one block delivered twice per interruption, the quarantine holds exactly the undeliverable records, "+
+			"most one block of each segment in flight delivered twice per interruption (for each segment, the records of its largest block, a side segment's "+
+			"blocks counted too, and at most SegmentsInFlight, 8, segments; the scenario's three segments are in flight at once, so up to three blocks), the quarantine holds exactly the undeliverable records, "+
 			"nothing left in the store (no ready or staged segment: nothing a paused holder staged is ever published), "+
 			"the originals archived, the metrics and Stats equal to what the destination and the quarantine hold.\n\n")
 	}
 	fmt.Fprintf(w, "### %s, %s\n\n", r.Store, r.Variant)
 	fmt.Fprintf(w, "**%d runs: %d held, %d failed, %d not reached** (a point is not reached when its run made fewer calls "+
 		"of the operation than the run without fault, the renewals depending on timing). At most %d records were "+
-		"delivered twice in one run.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates)
+		"delivered twice in one run, of at most %d segments.\n\n", r.Runs, r.Held, len(r.Failed), r.Unexplored, r.MaxDuplicates, r.MaxSegments)
 	modes := make([]string, 0, len(r.ByMode))
 	for m := range r.ByMode {
 		modes = append(modes, m)

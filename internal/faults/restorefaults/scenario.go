@@ -15,11 +15,13 @@ import (
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/segment"
+	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
 // The scenario's data: three segments of small blocks.
 const (
+	segments                     = 3
 	recordsA, recordsB, recordsC = 400, 240, 160
 	blockSize                    = 2 << 10
 	poison                       = "poison"  // does not decode
@@ -36,6 +38,12 @@ type Variant struct {
 	// a job of every record; their records in the store's table are
 	// faulted too.
 	Jobs bool
+	// Act replays one record (a0077) and discards two (b0050, c0010) by
+	// their IDs before the passes, as dlqdump replay and discard do: a
+	// discard cut short is run again after the run, as its user would
+	// (the command exits 1), and the discarded records must end in the
+	// quarantine, never delivered.
+	Act bool
 }
 
 func (v Variant) String() string {
@@ -46,8 +54,15 @@ func (v Variant) String() string {
 	if v.Jobs {
 		s += ", jobs"
 	}
+	if v.Act {
+		s += ", replay and discard"
+	}
 	return s
 }
+
+// seedBase is when the scenario's first segment was created; the others a
+// minute apart.
+var seedBase = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 
 // seeded is what Seed wrote: every record, the largest number of records in
 // a block, and the identity that reads them (nil when not encrypted).
@@ -56,11 +71,12 @@ type seeded struct {
 	maxBlock int
 	identity string // an age identity, for a child process
 	keys     segment.KeyUnwrapper
+	act      bool // Variant.Act: some records are discarded
 }
 
 // Seed writes the scenario's segments into a place.
 func Seed(p *Place, v Variant) (*seeded, error) {
-	sd := &seeded{}
+	sd := &seeded{act: v.Act}
 	var recipient envelope.Recipient
 	if v.Encrypted {
 		id, err := age.GenerateX25519Identity()
@@ -70,7 +86,7 @@ func Seed(p *Place, v Variant) (*seeded, error) {
 		sd.identity, recipient = id.String(), id.Recipient()
 		sd.keys = envelope.NewKeyring(id)
 	}
-	base := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	base := seedBase
 	segs := []struct {
 		n      int
 		reason func(i int) string
@@ -173,17 +189,21 @@ func (d *destination) items() []string {
 	return append([]string(nil), d.got...)
 }
 
-// metrics counts what restorers report.
+// metrics counts what restorers report. Its methods are called by the
+// segments in flight at once.
 type metrics struct {
 	dlqdump.NopMetrics
 	restored, quarantined atomic.Int64
-	blocks                *[]int // when set, the deliveries so far at each Restore
+	mu                    sync.Mutex
+	blocks                *[]int // when set, the deliveries so far at each Restore (under mu)
 }
 
 func (m *metrics) Restore(records, _ int) {
 	n := m.restored.Add(int64(records))
 	if m.blocks != nil {
+		m.mu.Lock()
 		*m.blocks = append(*m.blocks, int(n))
+		m.mu.Unlock()
 	}
 }
 func (m *metrics) Quarantine(_ string, records int) { m.quarantined.Add(int64(records)) }
@@ -217,13 +237,92 @@ const claimsLease = 150 * time.Millisecond
 // reason=failed, then every record; or, with jobs, the same as two restore
 // jobs run one after the other (w, when not nil, watches the requests a
 // control run makes of them). It returns the first error.
-func drive(ctx context.Context, jobs bool, rd sink.Reader, r *dlqdump.Restorer, w *controlWatch) error {
-	if !jobs {
+func drive(ctx context.Context, v Variant, rd sink.Reader, r *dlqdump.Restorer, w *controlWatch) error {
+	if v.Act {
+		// A replay or discard that fails is run again before anything
+		// else (finish does), as its user would.
+		if err := act(ctx, rd, r, true); err != nil {
+			return err
+		}
+	}
+	if !v.Jobs {
 		_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}})
 		_, err2 := r.Run(ctx, dlqdump.RunOptions{})
 		return errors.Join(err1, err2)
 	}
 	return runJobs(ctx, rd, r, w)
+}
+
+// The records the Act variant replays and discards: segment (0 for a, 1 for
+// b, 2 for c) and sequence number.
+var (
+	replayed  = [2]int{0, 77}
+	discarded = [][2]int{{1, 50}, {2, 10}}
+)
+
+// isDiscarded reports whether item is one of the records the Act variant
+// discards.
+func isDiscarded(item string) bool {
+	for _, d := range discarded {
+		if strings.HasPrefix(item, fmt.Sprintf("%c%04d-", 'a'+d[0], d[1])) {
+			return true
+		}
+	}
+	return false
+}
+
+// act replays the Act variant's record (with replay) and discards its two,
+// by their IDs.
+func act(ctx context.Context, rd sink.Reader, r *dlqdump.Restorer, replay bool) error {
+	if replay {
+		ids, err := idsOf(ctx, rd, replayed)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Run(ctx, dlqdump.RunOptions{Select: selection.IDs(ids...)}); err != nil {
+			return err
+		}
+	}
+	ids, err := idsOf(ctx, rd, discarded...)
+	if err != nil {
+		return err
+	}
+	_, err = r.Run(ctx, dlqdump.RunOptions{Select: selection.IDs(ids...), Discard: "by restorefaults: poison"})
+	return err
+}
+
+// idsOf returns the IDs of records by segment and sequence number: the
+// segment's origin is read from its header in the ready area (the IDs a
+// user copies from dlqdump cat). A segment no longer ready gives none.
+func idsOf(ctx context.Context, rd sink.Reader, recs ...[2]int) ([]segment.RecordID, error) {
+	var ids []segment.RecordID
+	for si, err := range rd.List(ctx, sink.AreaReady) {
+		if err != nil {
+			return nil, err
+		}
+		t, ok := segment.ParseFileName(si.Name)
+		if !ok {
+			continue
+		}
+		for _, rc := range recs {
+			if !t.Equal(seedBase.Add(time.Duration(rc[0]) * time.Minute)) {
+				continue
+			}
+			f, err := rd.Open(ctx, sink.AreaReady, si.Name)
+			if err != nil {
+				return nil, err
+			}
+			sr, err := segment.NewReaderContext(ctx, f, f.Size(), &segment.ReaderOptions{Name: si.Name})
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			hdr := sr.Header()
+			f.Close()
+			ids = append(ids, hdr.RecordID(&segment.Record{Seq: uint64(rc[1])}))
+		}
+	}
+	return ids, nil
 }
 
 // jobSpecs are the scenario's jobs, created (idempotently) one after the

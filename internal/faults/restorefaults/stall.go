@@ -511,16 +511,16 @@ func checkStall(p *Place, hd *Holder, sd *stallSeeded, got, released []string, m
 	// Per segment: delivered, or gone whole (expired, deleted by the
 	// policy); the records of a damaged block never.
 	bySeg := map[string][2]int{} // delivered, undamaged
-	// The paused holder's next segment may have delivered a block whose
-	// checkpoint the pause held, taken over from the last one: at most a
-	// block twice, as after a crash.
-	dups := 0
+	// The paused holder's segments in flight may each have delivered a
+	// block whose checkpoint the pause held, taken over from the last one:
+	// at most a block twice per segment in flight, as after a crash.
+	dups := map[string]int{} // by segment
 	for _, it := range sd.items {
 		if n[it] > 2 {
 			fail("%s delivered %d times", it, n[it])
 		}
 		if n[it] > 1 {
-			dups++
+			dups[sd.segOf[it]]++
 		}
 		if sd.damaged[it] {
 			if n[it] > 0 {
@@ -535,8 +535,13 @@ func checkStall(p *Place, hd *Holder, sd *stallSeeded, got, released []string, m
 		}
 		bySeg[sd.segOf[it]] = c
 	}
-	if dups > sd.maxBlock {
-		fail("%d records delivered twice, more than a block (%d)", dups, sd.maxBlock)
+	for seg, d := range dups {
+		if d > sd.maxBlock {
+			fail("%d records of segment %s delivered twice, more than a block (%d)", d, seg, sd.maxBlock)
+		}
+	}
+	if len(dups) > dlqdump.DefaultSegmentsInFlight {
+		fail("records of %d segments delivered twice, more than the %d in flight", len(dups), dlqdump.DefaultSegmentsInFlight)
 	}
 	gone := 0
 	for seg, c := range bySeg {

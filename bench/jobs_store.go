@@ -1,0 +1,26 @@
+package main
+
+// jobsOneStore is the section of BENCHMARKS.md on many restore jobs over
+// one store (issue 28), measured by the root module's dlqdump-bench, not
+// by this program: it is kept here so that a regenerated document keeps
+// it. Update it when it is measured again.
+const jobsOneStore = `## Restore jobs over one store
+
+` + "`go run ./cmd/dlqdump-bench jobs one-store -runs 3`" + ` (from the repository's root): 30 restore jobs, job K
+` + "`--where batch=K --rate 200`" + ` over its 400 records of one 12,000-record store of 71 segments (170 records
+each, BlockSize 16 KiB, so each segment holds records of two batches), all due at one second, run by 3
+runners of 4 Restorers on a directory. *duration*: a job's start to its end (the ideal is 400 / 200 =
+2 s); *due to end*: when it was due to its end; *passes*: the jobs' Attempts in all; *read and left*:
+the records the passes read and did not select (the jobs' Skipped); *bytes read*: the segments' bytes
+read, planning included, over the store's size. Range of three runs each, on the shared 2-core machine
+(load 10 to 40 from other work): indicative only.
+
+| | duration p50 | p90 | due to end p50 | p90 | passes (most for one job) | read and left | bytes read |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| before (a job meeting a segment another holds ends its pass; each pass plans every segment) | 2.80–2.84 s | 3.23–3.41 s | 5.63–5.75 s | 8.43–8.51 s | 31–35 (2) | 1,650–2,530 | 56–61× |
+| after (the pass waits for held segments at its end; a Restorer plans a segment once) | JOBS_P50 | JOBS_P90 | JOBS_DUE50 | JOBS_DUE90 | JOBS_PASSES | JOBS_LEFT | JOBS_BYTES |
+
+From when a job was due, the 12 Restorers run 12 jobs at a time: the last 6 of the 30 start after two
+rounds, so the p90 is about three jobs' time whatever a job costs.
+
+`
