@@ -12,13 +12,13 @@ each, BlockSize 16 KiB, so each segment holds records of two batches), all due a
 runners of 4 Restorers on a directory. *duration*: a job's start to its end (the ideal is 400 / 200 =
 2 s); *due to end*: when it was due to its end; *passes*: the jobs' Attempts in all; *read and left*:
 the records the passes read and did not select (the jobs' Skipped); *bytes read*: the segments' bytes
-read, planning included, over the store's size. Range of three runs each, on the shared 2-core machine
-(load 10 to 40 from other work): indicative only.
+read, planning included, over the store's size. Range of three runs each, before (main at dd27a8c) and
+after taken in turn, on the shared 2-core machine at a load of 19 to 22 from other work: indicative only.
 
 | | duration p50 | p90 | due to end p50 | p90 | passes (most for one job) | read and left | bytes read |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| before (a job meeting a segment another holds ends its pass; each pass plans every segment) | 2.80–2.84 s | 3.23–3.41 s | 5.63–5.75 s | 8.43–8.51 s | 31–35 (2) | 1,650–2,530 | 56–61× |
-| after (the pass waits for held segments at its end; a Restorer plans a segment once) | JOBS_P50 | JOBS_P90 | JOBS_DUE50 | JOBS_DUE90 | JOBS_PASSES | JOBS_LEFT | JOBS_BYTES |
+| before (a job meeting a segment another holds ends its pass; each pass plans every segment) | 2.51–2.58 s | 2.75–3.15 s | 4.96–5.50 s | 7.37–7.75 s | 32–34 (2) | 2,110–2,640 | 57–59× |
+| after (the pass waits for held segments at its end; a Restorer plans a segment once) | 2.31–2.36 s | 2.45–2.98 s | 4.75–5.17 s | 7.03–7.29 s | 30 (1) | 2,010–2,270 | 17.7× |
 
 From when a job was due, the 12 Restorers run 12 jobs at a time: the last 6 of the 30 start after two
 rounds, so the p90 is about three jobs' time whatever a job costs.
