@@ -27,7 +27,7 @@ const (
 	heldMax  = 500 * time.Millisecond
 )
 
-// restoreHeld restores the segments held that other restorers held when
+// restoreHeld restores the segments held, which other restorers held when
 // the pass met them, waiting for each until opts.WaitClaimed from now;
 // settle accounts for each outcome as Run does. stop says that the pass
 // ends, returning err.
@@ -50,7 +50,7 @@ func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []str
 			case err == nil:
 				err = r.restoreSegment(ctx, name, opts, rep, nil)
 			}
-			if isClaimed(err) && time.Now().Before(until) {
+			if errors.Is(err, ErrClaimed) && time.Now().Before(until) {
 				continue // taken by another since: wait again
 			}
 			if stop, err := settle(name, err); stop {
@@ -61,10 +61,6 @@ func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []str
 	}
 	return false, nil
 }
-
-// isClaimed reports whether err says that another restorer holds the
-// segment.
-func isClaimed(err error) bool { return errors.Is(err, ErrClaimed) }
 
 // awaitRelease returns once the segment name may be claimed (its record is
 // gone, released, or unchanged for its holder's lease), looking at its
