@@ -2,6 +2,7 @@ package dlqdump_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -26,7 +27,8 @@ func init() {
 // prints every item it accepts and SIGKILLs the process right after
 // accepting the DLQDUMP_KILL_AT-th one (0: never). DLQDUMP_WHERE=k=v filters
 // the pass. With DLQDUMP_ENVELOPE set, records are delivered as Envelopes
-// and printed as ID|ITEM.
+// and printed as ID|ITEM. DLQDUMP_AHEAD=N transforms the records (a copy of
+// each payload) with TransformWorkers N.
 func restoreKillerChild() int {
 	killAt, _ := strconv.Atoi(os.Getenv("DLQDUMP_KILL_AT"))
 	envelope := os.Getenv("DLQDUMP_ENVELOPE") != ""
@@ -50,6 +52,13 @@ func restoreKillerChild() int {
 		return nil
 	})
 	opts := dlqdump.RunOptions{}
+	if n, _ := strconv.Atoi(os.Getenv("DLQDUMP_AHEAD")); n > 0 {
+		opts.TransformWorkers = n
+		opts.Transform = func(_ context.Context, r *dlqdump.Replay) error {
+			r.Payload = bytes.Clone(r.Payload)
+			return nil
+		}
+	}
 	if w := os.Getenv("DLQDUMP_WHERE"); w != "" {
 		k, v, _ := strings.Cut(w, "=")
 		opts.Where = dlqdump.Headers{k: v}
@@ -114,11 +123,12 @@ func TestKilledWithRecordsSetAside(t *testing.T) {
 		where   string
 		killAt  []int
 		mkItems func() ([]string, []dlqdump.Envelope)
+		env     []string // of the restorer
 	}{
 		{"undecodable", "", []int{15000}, func() ([]string, []dlqdump.Envelope) {
 			items := append([]string{"poison-first"}, itemsN("g", 20000)...)
 			return items, nil
-		}},
+		}, nil},
 		{"filtered", "reason=failed", []int{3000, 2000}, func() ([]string, []dlqdump.Envelope) {
 			var items []string
 			var envs []dlqdump.Envelope
@@ -128,7 +138,12 @@ func TestKilledWithRecordsSetAside(t *testing.T) {
 				envs = append(envs, dlqdump.Envelope{Item: it, Headers: dlqdump.Headers{dlqdump.HeaderReason: reason}})
 			}
 			return items, envs
-		}},
+		}, nil},
+		// Killed while the next block's records are transformed ahead:
+		// still at most the block being delivered twice.
+		{"transformed ahead", "", []int{15000, 4000}, func() ([]string, []dlqdump.Envelope) {
+			return append([]string{"poison-first"}, itemsN("a", 20000)...), nil
+		}, []string{"DLQDUMP_AHEAD=3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -151,14 +166,14 @@ func TestKilledWithRecordsSetAside(t *testing.T) {
 			records := readDir(t, dir)
 			var rounds [][]string
 			for _, k := range tc.killAt {
-				rounds = append(rounds, runKiller(t, dir, k, tc.where))
+				rounds = append(rounds, runKiller(t, dir, k, tc.where, tc.env...))
 			}
 			if tc.where != "" {
 				// The filtered pass goes on to the end, then an
 				// unfiltered one restores the rest.
 				rounds = append(rounds, runKiller(t, dir, 0, tc.where))
 			}
-			rounds = append(rounds, runKiller(t, dir, 0, ""))
+			rounds = append(rounds, runKiller(t, dir, 0, "", tc.env...))
 			seen := map[string]int{}
 			for _, round := range rounds {
 				for _, it := range round {
@@ -173,7 +188,7 @@ func TestKilledWithRecordsSetAside(t *testing.T) {
 			dups, segs := checkKills(t, records, rounds, maxBlock, dlqdump.DefaultSegmentsInFlight)
 			t.Logf("%d kills: %d delivered twice, of up to %d segments a kill (bound: one block of at most %d records per segment in flight per kill)", len(tc.killAt), dups, segs, maxBlock)
 			quar := quarantinedPayloads(t, dir)
-			if tc.name == "undecodable" && (len(quar) != 1 || quar[0] != "poison-first") {
+			if tc.where == "" && (len(quar) != 1 || quar[0] != "poison-first") {
 				t.Fatalf("quarantine holds %q, want the poisoned record once", quar)
 			}
 			if n := len(segmentsIn(t, dir)); n != 0 {

@@ -73,6 +73,9 @@ type segRun struct {
 	// in connects the run to its pass's pipeline (restore_pipeline.go);
 	// nil with one segment at a time.
 	in *inFlight
+
+	ahead   *ahead // the block's records transformed ahead; nil: none (restore_ahead.go)
+	aheadOK bool   // the run transforms ahead (setAhead)
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
@@ -259,6 +262,7 @@ func (g *segRun) readBlocks() error {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
 	opts, alone := g.streamOptions()
+	g.setAhead(opts, alone)
 	if alone {
 		// Its blocks do not fit its share of the read-ahead: it is read
 		// as one segment at a time was, holding the delivery token from
@@ -286,10 +290,17 @@ func (g *segRun) readBlocks() error {
 	return nil
 }
 
-// consume handles the stream's blocks until its end or an error.
+// consume handles the stream's blocks until its end or an error. When the
+// pass transforms ahead, the next block's records are transformed while
+// the block before is handled (restore_ahead.go), outside the delivery
+// token the segments in flight share.
 func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
+	b, err := st.Next(g.ctx)
+	var a *ahead
+	if b != nil && g.transformsAhead() {
+		a = g.startAhead(b)
+	}
 	for {
-		b, err := st.Next(g.ctx)
 		if err == io.EOF { // the bare sentinel: the reader reached the end
 			return st.AtEnd(), nil
 		}
@@ -300,6 +311,10 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			}
 			if errors.As(err, &ce) {
 				g.damaged(err)
+				b, err = st.Next(g.ctx)
+				if b != nil && g.transformsAhead() {
+					a = g.startAhead(b)
+				}
 				continue
 			}
 			if g.ctx.Err() != nil && !g.lost() {
@@ -307,11 +322,34 @@ func (g *segRun) consume(st *segment.Stream) (atEnd bool, err error) {
 			}
 			return false, err
 		}
+		var next *segment.Block
+		var nextErr error
+		var nextAhead *ahead
+		if a != nil {
+			// The next block is transformed while this one is delivered;
+			// what Next says of it is handled after this one.
+			next, nextErr = st.Next(g.ctx)
+			if next != nil {
+				nextAhead = g.startAhead(next)
+			}
+			a.wait()
+		}
+		g.ahead = a
 		err = g.block(b)
+		g.ahead = nil
 		b.Release()
 		if err != nil {
+			if next != nil {
+				nextAhead.abandon()
+				next.Release()
+			}
 			return false, err
 		}
+		if a == nil {
+			b, err = st.Next(g.ctx)
+			continue
+		}
+		b, err, a = next, nextErr, nextAhead
 	}
 }
 

@@ -20,8 +20,10 @@ import (
 // the stored original kept there unchanged; nothing is lost. An error
 // wrapping ErrUnavailable (a service the Transform needs is down) stops the
 // pass at that record instead, like a destination that is down, and so does
-// ctx ending. A Transform is called from one goroutine per segment in
-// flight at a time, in record order within a segment.
+// ctx ending. A record it makes larger than Config.MaxRecordSize is
+// quarantined. A Transform is called from one goroutine per segment in
+// flight at a time, in record order within a segment, unless
+// RunOptions.TransformWorkers says otherwise.
 //
 // The package transform makes one of a jq program (restore --jq, a job's
 // Spec.JQ, the console's preview).
@@ -64,21 +66,22 @@ func (c *Change) Changed() bool {
 	return c.Err == "" && (!bytes.Equal(c.Before.Payload, c.After.Payload) || !maps.Equal(c.Before.Headers, c.After.Headers))
 }
 
-// transform runs the pass's Transform on rec. It returns the record to
-// deliver, or the outcome when the record is not delivered: set aside (the
-// Transform refused it) or stopped (ErrUnavailable, the pass's context).
+// transform runs the pass's Transform on rec, or takes its result from the
+// block's records transformed ahead (restore_ahead.go). It returns the
+// record to deliver, or the outcome when the record is not delivered: set
+// aside (the Transform refused it) or stopped (ErrUnavailable, the pass's
+// context).
 func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
-	rp := &Replay{ID: g.hdr.RecordID(rec), Time: time.Unix(0, rec.Time).UTC(), Payload: rec.Payload, Headers: Headers(rec.Headers.Map())}
-	if rp.Headers == nil {
-		rp.Headers = Headers{}
-	}
-	delete(rp.Headers, HeaderRecordID) // the ID is rp.ID
 	var before *Replay
 	sample := g.dry && g.opts.reserveSample()
-	if sample {
-		before = &Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}
+	rp, err, done := g.ahead.take(rec)
+	if !done {
+		rp = g.replayOf(rec)
+		if sample {
+			before = &Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}
+		}
+		err = g.runTransform(rp)
 	}
-	err := g.callTransform(rp)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnavailable) || g.ctx.Err() != nil:
@@ -90,9 +93,6 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 		// Labelled "transform" in Report.ByReason and the metrics.
 		return nil, &outcome{kind: setAside, label: "transform", reason: "transform: " + err.Error()}
 	}
-	if rp.Headers == nil {
-		rp.Headers = Headers{}
-	}
 	if sample {
 		c := Change{Before: *before, After: Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}}
 		if c.Changed() {
@@ -102,6 +102,42 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 		}
 	}
 	return rp, nil
+}
+
+// replayOf returns the Replay a Transform gets of rec: its payload (the
+// block's bytes) and a copy of its headers, without HeaderRecordID.
+func (g *segRun) replayOf(rec *segment.Record) *Replay {
+	rp := &Replay{ID: g.hdr.RecordID(rec), Time: time.Unix(0, rec.Time).UTC(), Payload: rec.Payload, Headers: Headers(rec.Headers.Map())}
+	if rp.Headers == nil {
+		rp.Headers = Headers{}
+	}
+	delete(rp.Headers, HeaderRecordID) // the ID is rp.ID
+	return rp
+}
+
+// runTransform runs the Transform on rp; a record it makes larger than
+// Config.MaxRecordSize is refused (nothing larger is delivered, nor held
+// by the records transformed ahead).
+func (g *segRun) runTransform(rp *Replay) error {
+	if err := g.callTransform(rp); err != nil {
+		return err
+	}
+	if rp.Headers == nil {
+		rp.Headers = Headers{}
+	}
+	if maxRecord, _ := g.r.c.maxRecordSize(); rp.size() > maxRecord {
+		return fmt.Errorf("the record returned is %d bytes (payload and headers), more than Config.MaxRecordSize (%d)", rp.size(), maxRecord)
+	}
+	return nil
+}
+
+// size returns the bytes of r's payload and headers.
+func (r *Replay) size() int {
+	n := len(r.Payload)
+	for k, v := range r.Headers {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // reserveSample reserves a place in the pass's sample of changes (the

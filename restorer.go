@@ -175,6 +175,21 @@ type RunOptions struct {
 	// too, counting the records it would refuse ("quarantine: transform"
 	// in Report.ByReason). Default nil: records are delivered as stored.
 	Transform Transform
+	// TransformWorkers, above 1, runs the Transform on that many
+	// goroutines per segment in flight, on the records of the next block
+	// while those of the block before are delivered: for a Transform that
+	// costs more than a delivery (a jq program: package transform's JQ
+	// is safe for it). The deliveries keep their order, one at a time (or
+	// Config.Concurrency), and a crash still delivers at most a block
+	// twice; the results wait for their record, at most twice a block's
+	// memory of them per block, and the next block is held meanwhile
+	// (docs/MEMORY.md). Set it only for a Transform that is safe
+	// for concurrent use and changes nothing but its record: it is called
+	// out of record order, and on records the pass may not deliver (it
+	// stopped in the block). A dry run transforms one record at a time.
+	// Default 0 (and 1): one record at a time, in order, when it is
+	// delivered.
+	TransformWorkers int
 	// Sample is how many records a dry run with a Transform keeps in
 	// Report.Changes, before and after (the first it changes or refuses).
 	// Default 0: none.

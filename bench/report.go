@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"math"
 	"strings"
@@ -160,6 +161,12 @@ func (r *report) highlights(o *options) []string {
 	return out
 }
 
+// notes are figures taken with go test by hand, kept in BENCHMARKS.md after
+// this tool's.
+//
+//go:embed notes.md
+var notes string
+
 // document returns BENCHMARKS.md.
 func (r *report) document(o *options, charts []string) string {
 	var b strings.Builder
@@ -195,7 +202,6 @@ func (r *report) document(o *options, charts []string) string {
 		w("![%s](%s)\n\n", strings.TrimSuffix(c, ".png"), c)
 	}
 	b.WriteString(r.markdown(o, "#"))
-	b.WriteString(jobsOneStore)
 	w("## How it was measured\n\n")
 	for _, c := range r.Config {
 		w("* %s\n", c)
@@ -209,6 +215,7 @@ func (r *report) document(o *options, charts []string) string {
 		}
 		w("\n")
 	}
+	b.WriteString(notes)
 	return b.String()
 }
 

@@ -356,7 +356,7 @@ func (s *Spec) runOptions() (dlqdump.RunOptions, error) {
 		if err != nil {
 			return o, fmt.Errorf("%w: job JQ: %w", dlqdump.ErrConfig, err)
 		}
-		o.Transform = jq.Transform
+		jq.Apply(&o)
 	}
 	return o, nil
 }

@@ -90,7 +90,9 @@ type RunnerOptions struct {
 	// S3, two listing requests a second per runner (172,800 a day), and a
 	// job handed over starts within about half a second (1s halves the
 	// requests and doubles the delays; 100ms costs 10 a second and starts
-	// a job within a few tens of milliseconds).
+	// a job within a few tens of milliseconds). A runner behind a backlog
+	// of more due jobs than a listing holds (256) lists again once it
+	// has taken those, or every 4 PollIntervals.
 	PollInterval time.Duration
 	// ProgressInterval is how often a running job's record is written
 	// (its counts, their time and its velocity), besides before every

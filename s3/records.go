@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -163,15 +164,21 @@ func (r *Reader) deleteRecord(ctx context.Context, sp space, name, ifVersion str
 }
 
 // firstRecordPage is how many keys the first page of a listing of records
-// asks for; each page after asks for twice as many, up to ListPageSize.
+// asks for, at least; each page after asks for twice as many, up to
+// ListPageSize.
 const firstRecordPage = 32
 
 // recordNames lists the names of a space lazily, a page at a time: a
 // caller that stops early reads no further page, and one that stops after
 // a few keys (a poll of the due jobs) reads a small page.
 func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, error] {
+	return r.recordNamesFrom(ctx, sp, firstRecordPage)
+}
+
+// recordNamesFrom is recordNames whose first page asks for first keys.
+func (r *Reader) recordNamesFrom(ctx context.Context, sp space, first int) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		for nv, err := range r.recordVersions(ctx, sp) {
+		for nv, err := range r.recordVersionsFrom(ctx, sp, first) {
 			if !yield(nv.Name, err) || err != nil {
 				return
 			}
@@ -182,6 +189,12 @@ func (r *Reader) recordNames(ctx context.Context, sp space) iter.Seq2[string, er
 // recordVersions lists the records of sp with their versions, the ETags
 // the listing gives.
 func (r *Reader) recordVersions(ctx context.Context, sp space) iter.Seq2[sink.NameVersion, error] {
+	return r.recordVersionsFrom(ctx, sp, firstRecordPage)
+}
+
+// recordVersionsFrom is recordVersions whose first page asks for first
+// keys.
+func (r *Reader) recordVersionsFrom(ctx context.Context, sp space, first int) iter.Seq2[sink.NameVersion, error] {
 	return func(yield func(sink.NameVersion, error) bool) {
 		s, err := r.state()
 		if err != nil {
@@ -189,7 +202,7 @@ func (r *Reader) recordVersions(ctx context.Context, sp space) iter.Seq2[sink.Na
 			return
 		}
 		prefix := s.prefix + sp.sub
-		for obj, err := range s.listKeysGrowing(ctx, prefix, firstRecordPage, r.ListPageSize) {
+		for obj, err := range s.listKeysGrowing(ctx, prefix, first, r.ListPageSize) {
 			if err != nil {
 				yield(sink.NameVersion{}, err)
 				return
@@ -225,6 +238,14 @@ func (r *Reader) Table(name string) (sink.Records, error) {
 type table struct {
 	r  *Reader
 	sp space
+	// read is how many keys the last listing of the table that stopped
+	// early read (RecordNames): the next one asks for a few more in its
+	// first page, so that a caller who reads about as many each time (a
+	// runner's poll of its due jobs) makes one request, where pages
+	// growing from firstRecordPage made several (a request per page
+	// costs an S3 server about what reading its whole prefix does: a
+	// versitygw lists a directory).
+	read atomic.Int64
 }
 
 func (t *table) ReadRecord(ctx context.Context, key string) ([]byte, string, error) {
@@ -240,7 +261,25 @@ func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 }
 
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {
-	return t.r.recordNames(ctx, t.sp)
+	first := firstRecordPage
+	if n := int(t.read.Load()); n > 0 {
+		first = max(first, n+n/4+8)
+	}
+	return func(yield func(string, error) bool) {
+		n := 0
+		for name, err := range t.r.recordNamesFrom(ctx, t.sp, first) {
+			if err != nil {
+				yield(name, err)
+				return
+			}
+			n++
+			if !yield(name, nil) {
+				t.read.Store(int64(n)) // stopped early: about as many next time
+				return
+			}
+		}
+		t.read.Store(0) // read whole: the pages grow from the smallest
+	}
 }
 
 // RecordVersions lists the table's keys with their ETags, in the requests

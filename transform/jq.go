@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -19,6 +20,15 @@ type Options struct {
 	// record it takes longer on is quarantined, with that said. Default
 	// DefaultTimeout.
 	Timeout time.Duration
+	// KeepLayout delivers the payloads the fast path changes (see the
+	// package's doc) with their bytes as stored but for what the program
+	// changes: the key order, spacing and escapes of the rest are kept,
+	// and the objects on the way to a change are written compactly. The
+	// payload is the JSON value gojq gives, not gojq's bytes (keys sorted,
+	// compact), which the records the fast path leaves to gojq still get.
+	// It is about three times cheaper than writing gojq's bytes. Default
+	// false: every payload is written as gojq writes it.
+	KeepLayout bool
 }
 
 // DefaultTimeout is the default of Options.Timeout.
@@ -32,6 +42,7 @@ const maxLen = 64 << 10
 type JQ struct {
 	expr    string
 	code    *gojq.Code
+	fast    *fastProgram // nil: every record runs on gojq (fast.go)
 	timeout time.Duration
 }
 
@@ -67,6 +78,9 @@ func CompileJQ(expr string, o *Options) (*JQ, error) {
 	if err != nil {
 		pos, end := locate(expr, err.Error())
 		return nil, &Error{Expr: expr, Pos: pos, End: end, Msg: err.Error()}
+	}
+	if j.fast = compileFast(q); j.fast != nil && o != nil {
+		j.fast.keep = o.KeepLayout
 	}
 	return j, nil
 }
@@ -113,6 +127,14 @@ var errTimeout = errors.New("took longer than the time a record may take")
 // dlqdump.Transform). Its error is the program's on this record (the
 // Restorer quarantines the record with it), or ctx's.
 func (j *JQ) Transform(ctx context.Context, r *dlqdump.Replay) error {
+	if j.fast != nil && j.fast.apply(r) {
+		return nil
+	}
+	return j.slow(ctx, r)
+}
+
+// slow runs the program on r with gojq.
+func (j *JQ) slow(ctx context.Context, r *dlqdump.Replay) error {
 	in, kind := input(r)
 	rctx, cancel := context.WithTimeout(ctx, j.timeout)
 	defer cancel()
@@ -149,4 +171,13 @@ func (j *JQ) runError(ctx, rctx context.Context, err error) error {
 		return fmt.Errorf("jq: halt")
 	}
 	return fmt.Errorf("jq: %v", err)
+}
+
+// Apply sets o to transform with j: o.Transform is j's Transform, and
+// o.TransformWorkers runtime.GOMAXPROCS(0), since a JQ is safe for
+// concurrent use and changes nothing but its record (a dry run still
+// transforms one record at a time).
+func (j *JQ) Apply(o *dlqdump.RunOptions) {
+	o.Transform = j.Transform
+	o.TransformWorkers = runtime.GOMAXPROCS(0)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/jobs"
 	"github.com/dlqdump/dlqdump/s3"
@@ -27,9 +30,12 @@ import (
 
 // benchJobs measures restore jobs: the cost of a runner's poll (time, and
 // S3 requests) while many jobs are pending for tomorrow, and how late jobs
-// due now start beside them.
+// due now start beside them, and what each costs the runner: S3 requests,
+// and CPU time in the runner's process (this one, which does nothing else
+// meanwhile), apart from the S3 server's (versitygw, a process of its own).
 //
 //	go run ./cmd/dlqdump-bench jobs -pending 100,100000 -due 200
+//	go run ./cmd/dlqdump-bench jobs -stores s3 -pending 0 -due 3000 -span 20s -restorers 16
 //
 // With "one-store" first, it runs many jobs over one store at once
 // instead (jobs_store.go).
@@ -42,6 +48,9 @@ func benchJobs(args []string) error {
 	due := fl.Int("due", 200, "jobs due over -span, each over a segment of its own, run beside them")
 	span := fl.Duration("span", 10*time.Second, "the span the -due jobs are due over")
 	stores := fl.String("stores", "fs,s3", "fs, s3 (versitygw when it can be started, else gofakes3)")
+	restorers := fl.Int("restorers", 4, "the Restorers of the runner of the -due jobs")
+	cpuprofile := fl.String("cpuprofile", "", "write a CPU profile of the runner running the -due jobs to this file (of the last row)")
+	memprofile := fl.String("memprofile", "", "write the allocations of the runner running the -due jobs to this file (of the last row; `go tool pprof -sample_index=alloc_space`)")
 	_ = fl.Parse(args)
 	var pendings []int
 	for _, s := range strings.Split(*pendingList, ",") {
@@ -52,10 +61,10 @@ func benchJobs(args []string) error {
 		pendings = append(pendings, n)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tpending\tpoll\tS3 requests per poll\tdue jobs\tS3 requests per job\tstart delay p50\tp99\tmax\t")
+	fmt.Fprintln(tw, "store\tpending\tpoll\tS3 requests per poll\tdue jobs\tS3 requests per job\trunner CPU per job\tserver CPU per job\tstart delay p50\tp99\tmax\t")
 	for _, store := range strings.Split(*stores, ",") {
 		for _, p := range pendings {
-			row, err := benchJobsOne(strings.TrimSpace(store), p, *due, *span)
+			row, err := benchJobsOne(strings.TrimSpace(store), p, *due, *span, *restorers, *cpuprofile, *memprofile)
 			if err != nil {
 				return err
 			}
@@ -66,23 +75,24 @@ func benchJobs(args []string) error {
 	return tw.Flush()
 }
 
-// countingTransport counts the HTTP requests of an S3 client.
-type countingTransport struct {
-	next http.RoundTripper
+// countingClient counts the HTTP requests of an S3 client.
+type countingClient struct {
+	next awss3.HTTPClient
 	n    atomic.Int64
 }
 
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.next.RoundTrip(r)
+	return c.next.Do(r)
 }
 
-func benchJobsOne(store string, pending, due int, span time.Duration) (string, error) {
+func benchJobsOne(store string, pending, due int, span time.Duration, restorers int, cpuprofile, memprofile string) (string, error) {
 	ctx := context.Background()
 	var rd sink.Reader
-	var ct *countingTransport
+	var ct *countingClient
 	var byOp *s3test.Counter
 	var st drainers.Store
+	serverPID := 0
 	switch store {
 	case "fs":
 		dir, err := os.MkdirTemp("", "dlqdump-bench-jobs-")
@@ -100,11 +110,13 @@ func benchJobsOne(store string, pending, due int, span time.Duration) (string, e
 			}
 		}
 		defer stop()
-		store = srv.Name
-		ct = &countingTransport{next: http.DefaultTransport}
+		store, serverPID = srv.Name, srv.PID
 		byOp = &s3test.Counter{}
+		// The SDK's own HTTP client (10 idle connections per host, as a
+		// user's), counted.
 		client := srv.Client(func(o *awss3.Options) {
-			o.HTTPClient = byOp.Wrap(&http.Client{Transport: ct, Timeout: time.Minute})
+			ct = &countingClient{next: o.HTTPClient}
+			o.HTTPClient = byOp.Wrap(ct)
 		})
 		prefix := s3test.UniquePrefix("bench-jobs")
 		st = drainers.Store{S3: srv, Prefix: prefix}
@@ -176,7 +188,7 @@ func benchJobsOne(store string, pending, due int, span time.Duration) (string, e
 		return "", err
 	}
 	var rs []*dlqdump.Restorer
-	for range 4 {
+	for range restorers {
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{AsString: true}, Queue: d})
 		if err != nil {
 			return "", err
@@ -184,40 +196,102 @@ func benchJobsOne(store string, pending, due int, span time.Duration) (string, e
 		defer r.Close()
 		rs = append(rs, r)
 	}
-	rn, err = jobs.NewRunner(js, rs, nil)
+	// This process does nothing but run the jobs until the last one
+	// ends (the runner says so through its Metrics): its CPU time
+	// meanwhile is the runner's.
+	ended := &endedJobs{want: int64(len(names)), all: make(chan struct{})}
+	rn, err = jobs.NewRunner(js, rs, &jobs.RunnerOptions{Metrics: ended})
 	if err != nil {
-		return "", err
-	}
-	if err := rn.Start(); err != nil {
 		return "", err
 	}
 	if byOp != nil {
 		byOp.Reset()
 	}
-	// The waiting reads through a client of its own: not counted.
-	wjs, err := jobs.Open(st.Reader())
-	if err != nil {
-		return "", err
-	}
-	var delays []time.Duration
-	for i := range names {
-		j, err := wjs.Wait(ctx, fmt.Sprintf("now-%07d", i), 50*time.Millisecond)
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
 		if err != nil {
 			return "", err
 		}
-		delays = append(delays, j.Late())
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return "", err
+		}
 	}
-	_ = rn.Close()
+	if memprofile != "" {
+		runtime.GC()
+		runtime.MemProfileRate = 64 << 10
+	}
+	cpu0, server0 := processCPU(), childproc.CPU(serverPID)
+	if err := rn.Start(); err != nil {
+		return "", err
+	}
+	select {
+	case <-ended.all:
+	case <-time.After(span + 10*time.Minute):
+		return "", fmt.Errorf("%s: %d of %d due jobs ended within 10 minutes after the span", store, ended.n.Load(), len(names))
+	}
+	cpu, server := processCPU()-cpu0, childproc.CPU(serverPID)-server0
+	if cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if memprofile != "" {
+		if err := writeAllocs(memprofile); err != nil {
+			return "", err
+		}
+	}
 	perJob := "-"
 	if byOp != nil {
 		c := byOp.Counts()
 		perJob = fmt.Sprintf("%.1f", float64(c.Total())/float64(len(names)))
 		fmt.Fprintf(os.Stderr, "%s, %d pending: S3 requests per due job by operation: %s\n", store, pending, c.Per(len(names)))
 	}
+	_ = rn.Close()
+	var delays []time.Duration
+	for i := range names {
+		j, err := js.Get(ctx, fmt.Sprintf("now-%07d", i))
+		if err != nil {
+			return "", err
+		}
+		if j.State != jobs.Completed {
+			return "", fmt.Errorf("%s: job %s %s: %s", store, j.ID, j.State, j.Error)
+		}
+		delays = append(delays, j.Late())
+	}
 	slices.Sort(delays)
 	n := len(delays)
-	return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t", store, pending, perPoll.Round(100*time.Nanosecond), reqs, n, perJob,
+	serverPerJob := "-"
+	if serverPID != 0 {
+		serverPerJob = (server / time.Duration(n)).Round(time.Microsecond).String()
+	}
+	return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", store, pending, perPoll.Round(100*time.Nanosecond), reqs, n, perJob,
+		(cpu / time.Duration(n)).Round(time.Microsecond), serverPerJob,
 		delays[n/2].Round(time.Millisecond), delays[n*99/100].Round(time.Millisecond), delays[n-1].Round(time.Millisecond)), nil
+}
+
+// writeAllocs writes the allocations profile into file.
+func writeAllocs(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// endedJobs is the runner's Metrics: it closes all once want jobs ended
+// completed.
+type endedJobs struct {
+	want int64
+	n    atomic.Int64
+	all  chan struct{}
+}
+
+func (e *endedJobs) JobStarted(time.Duration, bool) {}
+
+func (e *endedJobs) JobEnded(state string, _ uint64) {
+	if state == string(jobs.Completed) && e.n.Add(1) == e.want {
+		close(e.all)
+	}
 }
 
 // createJobs creates n jobs, 16 at a time.

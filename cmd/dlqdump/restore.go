@@ -303,7 +303,7 @@ func (a *app) restore(loc string, names []string, f *restoreFlags) error {
 	opts := runOptions(flt)
 	opts.DryRun = f.dryRun
 	if jq != nil {
-		opts.Transform = jq.Transform
+		jq.Apply(&opts)
 		if f.dryRun {
 			opts.Sample = f.jq.sample
 		}

@@ -17,16 +17,22 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/drainers"
 	"github.com/dlqdump/dlqdump/jobs"
+	"github.com/dlqdump/dlqdump/s3"
+	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -55,6 +61,16 @@ type Options struct {
 	// Created, if set, is called once the jobs are created, before the
 	// runners start (to count what the runs cost, say).
 	Created func()
+	// Lead is how long after Run starts creating the jobs the first is
+	// due. Default 3 s and 3 ms a job (creating one takes four requests,
+	// some 2 ms of a loaded 2-core machine beside an S3 server); a run on
+	// a machine so loaded that creating them takes longer fails, rather
+	// than count that time in the start delays.
+	Lead time.Duration
+	// Profile, if set, is a directory where each runner process writes
+	// its CPU profile (RUNNER.pprof) when it exits on SIGTERM (a runner
+	// killed writes none).
+	Profile string
 }
 
 // Result is what a run did.
@@ -74,8 +90,20 @@ type Result struct {
 	P50, P99, Max time.Duration
 	// Took is how long the run took, from the first job due to the last
 	// one completed.
-	Took     time.Duration
+	Took time.Duration
+	// RunnerCPU is the CPU time (user and system) the runner processes
+	// took, killed ones included; ServerCPU that of the S3 server over
+	// the same time, when it is a process of this machine (else zero).
+	RunnerCPU, ServerCPU time.Duration
+	// Requests are the S3 requests the runner processes made, by
+	// operation (a killed runner's as of its last second), on S3.
+	Requests s3test.Counts
 	Problems []string
+}
+
+// RunnerCPUPerJob returns the runners' CPU time per job.
+func (r *Result) RunnerCPUPerJob() time.Duration {
+	return r.RunnerCPU / time.Duration(max(r.Jobs, 1))
 }
 
 // OK reports whether every job ran once and every record was delivered
@@ -85,9 +113,17 @@ func (r *Result) OK() bool {
 }
 
 func (r *Result) String() string {
-	return fmt.Sprintf("%d jobs (%d records) due over the span: %d completed, %d started early, %d taken over; %d records lost, %d delivered twice (bound %d); start delay p50 %s, p99 %s, max %s; done in %s",
+	s := fmt.Sprintf("%d jobs (%d records) due over the span: %d completed, %d started early, %d taken over; %d records lost, %d delivered twice (bound %d); start delay p50 %s, p99 %s, max %s; done in %s; runners' CPU %s per job",
 		r.Jobs, r.Records, r.Completed, r.Early, r.TakenOver, r.Lost, r.Twice, r.Bound,
-		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.Took.Round(time.Second))
+		r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Max.Round(time.Millisecond), r.Took.Round(time.Second),
+		r.RunnerCPUPerJob().Round(time.Microsecond))
+	if r.ServerCPU > 0 {
+		s += fmt.Sprintf(", server's %s", (r.ServerCPU / time.Duration(max(r.Jobs, 1))).Round(time.Microsecond))
+	}
+	if len(r.Requests) > 0 {
+		s += fmt.Sprintf("; S3 requests per job %.2f (%s)", float64(r.Requests.Total())/float64(max(r.Jobs, 1)), r.Requests.Per(max(r.Jobs, 1)))
+	}
+	return s
 }
 
 // EnvChild holds a runner's spec, as JSON, in a runner process.
@@ -98,6 +134,10 @@ type childSpec struct {
 	Owner     string         `json:"owner"`
 	Restorers int            `json:"restorers"`
 	Lease     time.Duration  `json:"lease"`
+	Profile   string         `json:"profile,omitempty"`
+	// Counts is where the runner writes the S3 requests it made, every
+	// second and when it exits.
+	Counts string `json:"counts,omitempty"`
 }
 
 // IsChild reports whether this process was started as a runner by Run.
@@ -111,7 +151,35 @@ func ChildMain() int {
 		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
 		return 2
 	}
+	if spec.Profile != "" {
+		stop, err := profileCPU(filepath.Join(spec.Profile, spec.Owner+".pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jobsim runner:", err)
+			return 2
+		}
+		defer stop()
+	}
 	rd := spec.Store.Reader()
+	if spec.Store.S3 != nil && spec.Counts != "" {
+		var c s3test.Counter
+		srv := spec.Store.S3
+		rd = &s3.Reader{Client: srv.Client(func(o *awss3.Options) { o.HTTPClient = c.Wrap(o.HTTPClient) }), Bucket: srv.Bucket, Prefix: spec.Store.Prefix}
+		defer writeCounts(spec.Counts, &c)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					writeCounts(spec.Counts, &c)
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
 	st, err := jobs.Open(rd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobsim runner:", err)
@@ -165,17 +233,70 @@ type stringDecoder struct{}
 
 func (stringDecoder) Decode(b []byte) (any, error) { return string(b), nil }
 
+// profileCPU writes a CPU profile into file until stop is called.
+func profileCPU(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// writeCounts writes the requests c counted into file, whole or not at
+// all.
+func writeCounts(file string, c *s3test.Counter) {
+	b, err := json.Marshal(c.Counts())
+	if err != nil {
+		return
+	}
+	if err := os.WriteFile(file+".tmp", b, 0o644); err == nil {
+		_ = os.Rename(file+".tmp", file)
+	}
+}
+
+// readCounts sums the requests the runners wrote into dir.
+func readCounts(dir string) s3test.Counts {
+	sum := s3test.Counts{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var c s3test.Counts
+		if json.Unmarshal(b, &c) == nil {
+			for op, n := range c {
+				sum[op] += n
+			}
+		}
+	}
+	return sum
+}
+
 // runner is a runner process and what it printed.
 type runner struct {
 	cmd  *exec.Cmd
 	mu   *sync.Mutex
 	got  *[]string
 	done chan struct{}
+	cpu  time.Duration // the CPU time it took, once done
 }
 
 // start starts runner p.
-func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
-	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: fmt.Sprintf("runner-%d-%d", p, gen), Restorers: o.Restorers, Lease: o.Lease})
+func start(o *Options, counts string, p, gen int, mu *sync.Mutex, got *[]string) (*runner, error) {
+	owner := fmt.Sprintf("runner-%d-%d", p, gen)
+	if counts != "" {
+		counts = filepath.Join(counts, owner+".json")
+	}
+	spec, err := json.Marshal(childSpec{Store: o.Store, Owner: owner, Restorers: o.Restorers, Lease: o.Lease,
+		Profile: o.Profile, Counts: counts})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +324,9 @@ func start(o *Options, p, gen int, mu *sync.Mutex, got *[]string) (*runner, erro
 			mu.Unlock()
 		}
 		_ = cmd.Wait()
+		if ps := cmd.ProcessState; ps != nil {
+			rn.cpu = ps.UserTime() + ps.SystemTime()
+		}
 	}()
 	return rn, nil
 }
@@ -230,10 +354,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Due from a few seconds on, after the jobs are created: creating one
-	// takes four requests, some 2 ms of a loaded 2-core machine beside an
-	// S3 server.
-	first := time.Now().Add(3*time.Second + time.Duration(o.Jobs)*3*time.Millisecond).Truncate(time.Second).Add(time.Second)
+	// Due from a few seconds on, after the jobs are created.
+	lead := o.Lead
+	if lead <= 0 {
+		lead = 3*time.Second + time.Duration(o.Jobs)*3*time.Millisecond
+	}
+	first := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
 	if err := create(ctx, st, names, first, o.Span); err != nil {
 		return nil, err
 	}
@@ -243,11 +369,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Created != nil {
 		o.Created()
 	}
+	server0 := serverCPU(&o.Store)
+	counts := ""
+	if o.Store.S3 != nil {
+		if counts, err = os.MkdirTemp("", "jobsim-counts-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(counts)
+	}
 	var mu sync.Mutex
 	got := make([][]string, o.Runners)
 	runners := make([]*runner, o.Runners)
 	for p := range o.Runners {
-		if runners[p], err = start(&o, p, 0, &mu, &got[p]); err != nil {
+		if runners[p], err = start(&o, counts, p, 0, &mu, &got[p]); err != nil {
 			return nil, err
 		}
 	}
@@ -268,10 +402,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		p := k % o.Runners
 		_ = runners[p].cmd.Process.Signal(syscall.SIGKILL)
 		<-runners[p].done
+		res.RunnerCPU += runners[p].cpu
 		if err := sleepUntil(ctx, time.Now().Add(o.Lease)); err != nil {
 			return res, err
 		}
-		if runners[p], err = start(&o, p, k+1, &mu, &got[p]); err != nil {
+		if runners[p], err = start(&o, counts, p, k+1, &mu, &got[p]); err != nil {
 			return res, err
 		}
 	}
@@ -295,6 +430,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, r := range runners {
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 		<-r.done
+		res.RunnerCPU += r.cpu
+	}
+	if server := serverCPU(&o.Store); server0 > 0 && server > server0 {
+		res.ServerCPU = server - server0
+	}
+	if counts != "" {
+		res.Requests = readCounts(counts)
 	}
 	if err != nil {
 		return res, err
@@ -368,6 +510,15 @@ func waitAll(ctx context.Context, st *jobs.Store, n int, deadline time.Time, don
 			return nil, err
 		}
 	}
+}
+
+// serverCPU returns the CPU time the store's S3 server took so far, when it
+// is a process of this machine (s3test.Server.PID), else zero.
+func serverCPU(st *drainers.Store) time.Duration {
+	if st.S3 == nil {
+		return 0
+	}
+	return childproc.CPU(st.S3.PID)
 }
 
 func sleepUntil(ctx context.Context, at time.Time) error {

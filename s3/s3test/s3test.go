@@ -57,6 +57,9 @@ type Server struct {
 	// Fake is the in-memory backend of a [NewFake] server, for seeding
 	// objects without requests; nil for versitygw.
 	Fake *s3mem.Backend `json:"-"`
+	// PID is the process ID of the versitygw [Versity] started, zero for
+	// another server (to measure what it costs, say).
+	PID int `json:"-"`
 }
 
 // Client returns a client for the server as a user would build one for an

@@ -217,6 +217,7 @@ func startVersity(bin, bucket string) (*Server, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
+	srv.PID = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var once sync.Once

@@ -1,0 +1,50 @@
+//go:build unix
+
+package transform
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+)
+
+// processCPU returns the CPU time the process used: on a machine shared
+// with other work a steadier measure than the time elapsed.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkFastPath: one record of gen's events through the fast path and
+// through gojq.
+//
+//	go test -run '^$' -bench BenchmarkFastPath ./transform
+func BenchmarkFastPath(b *testing.B) {
+	payload := []byte(seedPayloads[0])
+	for _, tc := range []struct {
+		name, prog string
+		o          *Options
+	}{{"fast", `.payload.user.email |= ascii_downcase`, nil}, {"fast-keep", `.payload.user.email |= ascii_downcase`, keepLayout},
+		{"gojq", `.payload.user.email |= ascii_downcase | .`, nil}} {
+		b.Run(tc.name, func(b *testing.B) {
+			j, err := CompileJQ(tc.prog, tc.o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			start := processCPU()
+			for b.Loop() {
+				r := &dlqdump.Replay{Payload: payload, Headers: dlqdump.Headers{"reason": "failed"}}
+				if err := j.Transform(context.Background(), r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
