@@ -54,6 +54,7 @@ func TestFaultsDump(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the fault enumeration runs hundreds of dumps")
 	}
+	t.Parallel()
 	h := faultsHarness(t)
 	sel, only, err := faultsSelection(os.Getenv("DLQDUMP_FAULTS"))
 	if err != nil {

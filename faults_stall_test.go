@@ -25,13 +25,14 @@ func TestFaultsStalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the stall enumeration runs dozens of restores with leases to wait for")
 	}
+	t.Parallel()
 	base := t.TempDir()
 	dirs := restorefaults.DirStore(func() (string, error) { return os.MkdirTemp(base, "run-") })
 	srv, stop, err := s3test.NewFake(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	t.Cleanup(stop) // after the parallel subtests
 	full := os.Getenv("DLQDUMP_STALLS_FULL") != ""
 	for _, tc := range []struct {
 		store restorefaults.Store
@@ -44,6 +45,7 @@ func TestFaultsStalls(t *testing.T) {
 			Resumes: []restorefaults.Resume{restorefaults.ResumeAtOpen, restorefaults.ResumeAtEffect}}},
 	} {
 		t.Run(tc.store.Name(), func(t *testing.T) {
+			t.Parallel()
 			sel := tc.sel
 			if full {
 				sel = restorefaults.StallsEvery

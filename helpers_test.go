@@ -16,6 +16,14 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
+// fullRun tells whether the tests run their full size rather than CI's
+// deterministic sample: DLQDUMP_FULL=1 (cmd/dlqdump-reliability's "full
+// tests" section sets it and lists the tests that read it) or the test's own
+// DLQDUMP_<name>_FULL=1.
+func fullRun(name string) bool {
+	return os.Getenv("DLQDUMP_FULL") != "" || os.Getenv("DLQDUMP_"+name+"_FULL") != ""
+}
+
 // dumped is one record read back from a directory.
 type dumped struct {
 	Segment string

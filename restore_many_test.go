@@ -15,10 +15,15 @@ func init() {
 }
 
 // manySegments is how many segments TestRestorersShareAStore drains:
-// DLQDUMP_MANY_SEGMENTS, or a sample that keeps the test short.
-func manySegments(sample int) int {
+// DLQDUMP_MANY_SEGMENTS, CI's sample, or with DLQDUMP_FULL=1 (or
+// DLQDUMP_MANY_FULL=1, cmd/dlqdump-reliability's "full tests") the larger
+// size the test ran before.
+func manySegments(sample, full int) int {
 	if n, err := strconv.Atoi(os.Getenv("DLQDUMP_MANY_SEGMENTS")); err == nil && n > 0 {
 		return n
+	}
+	if fullRun("MANY") {
+		return full
 	}
 	return sample
 }
@@ -28,11 +33,12 @@ func manySegments(sample int) int {
 // drainers, which cmd/dlqdump-reliability runs on 10,000 segments).
 // DLQDUMP_MANY_SEGMENTS=10000 runs the full size here.
 func TestRestorersShareAStore(t *testing.T) {
+	t.Parallel()
 	const procs, per = 4, 5
 	for _, store := range []string{"dir", "versitygw"} {
 		t.Run(store, func(t *testing.T) {
 			st := drainers.Store{Dir: t.TempDir()}
-			n := manySegments(1000)
+			n := manySegments(400, 1000)
 			if store == "versitygw" {
 				srv, stop, err := s3test.Versity(nil)
 				if err != nil {
@@ -40,7 +46,7 @@ func TestRestorersShareAStore(t *testing.T) {
 				}
 				t.Cleanup(stop)
 				st = drainers.Store{S3: srv, Prefix: s3test.UniquePrefix("many")}
-				n = manySegments(300)
+				n = manySegments(150, 300)
 			}
 			res, err := drainers.Run(t.Context(), st, n, per, procs, func() *exec.Cmd {
 				cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -91,6 +91,9 @@ func TestReviewMaskedAsideOverflowsTheRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: writes and restores 420,000 records")
 	}
+	// Its own directory and records: it runs beside the enumerations and
+	// the other parallel tests.
+	t.Parallel()
 	dir := t.TempDir()
 	items := writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 420_000, segment.DefaultBlockSize,
 		func(i int) string { return []string{"failed", "leak"}[i%2] })
@@ -400,6 +403,9 @@ func TestReviewOneLargeBlockOverflowsTheRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: writes and restores 600,000 records")
 	}
+	// Its own directory and records: it runs beside the enumerations and
+	// the other parallel tests.
+	t.Parallel()
 	dir := t.TempDir()
 	items := writeSegment(t, dir, time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), 600_000, 16<<20,
 		func(int) string { return "failed" })

@@ -22,6 +22,9 @@ import (
 // quarantines those the program fails on with its error and their stored
 // payload, and the stored originals (archived) are unchanged.
 func TestTransformRoundTrip(t *testing.T) {
+	// Its own directory and records: it runs beside the enumerations and
+	// the other parallel tests.
+	t.Parallel()
 	const n, every = 100_000, 1000 // every 1000th record's email is a number: the program fails on it
 	dir := t.TempDir()
 	q := newQueue(t, dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 4 * dlqdump.Megabyte})

@@ -21,7 +21,9 @@
 // same Owner drain 10,000 segments from a directory and from versitygw
 // (internal/drainers, TestRestorersShareAStore's). Seed 002's restore jobs
 // (internal/jobsim, TestJobsSeed002's): 10,000 jobs due over 60 s, 4 runner
-// processes, 2 killed and restarted. Every Fuzz target runs
+// processes, 2 killed and restarted. The tests that run a deterministic
+// sample or smaller sizes in CI run in full (DLQDUMP_FULL=1; fulltests.go),
+// each a line of the report. Every Fuzz target runs
 // for -fuzztime (10 minutes) and reports its executions per second. With -only and
 // -out, the rows and blocks of the sections run replace theirs in the
 // existing file and the rest of it is kept:
@@ -92,7 +94,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 30, "SIGKILL rounds in each crash loop")
 	flag.DurationVar(&o.fuzztime, "fuzztime", 10*time.Minute, "time for each Fuzz target")
 	flag.StringVar(&o.out, "out", "", "write the report as Markdown to this file (e.g. docs/RELIABILITY.md)")
-	flag.BoolVar(&o.short, "short", false, "the CI version, a few minutes: fewer rounds, the fault enumerations' CI samples, a few hundred segments for the restorers, 5s of fuzzing per target")
+	flag.BoolVar(&o.short, "short", false, "the CI version, a few minutes: fewer rounds, a smoke sample of each fault enumeration (go test runs CI's samples), a few hundred segments for the restorers, no full tests, 5s of fuzzing per target")
 	flag.StringVar(&o.only, "only", "", "run only the sections whose name contains this")
 	flag.BoolVar(&o.verbose, "v", false, "log the library's warnings to stderr")
 	flag.Parse()
@@ -115,21 +117,29 @@ func main() {
 		{"stall enumeration", stalls},
 		{"many restorers", manyRestorers},
 		{"restore jobs", restoreJobs},
+		{"full tests", fullTests},
 		{"fuzzing", fuzzing},
 	}
 	var all []result
+	var took []sectionTime
 	for _, s := range sections {
 		if o.only != "" && !strings.Contains(s.name, o.only) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "== %s\n", s.name)
+		t0 := time.Now()
 		rs := s.run(&o)
 		for _, r := range rs {
 			fmt.Fprintf(os.Stderr, "   %s: %s (%s: must be %s) %s\n", r.section, r.figures, verdict(r), r.bound, r.note)
 		}
+		d := time.Since(t0)
+		fmt.Fprintf(os.Stderr, "== %s: %s\n", s.name, d.Round(time.Second))
+		took = append(took, sectionTime{s.name, d})
 		all = append(all, rs...)
 	}
+	o.blocks = append([]block{{name: samplesBlock, text: samplesMarkdown()}}, o.blocks...)
 	report(os.Stdout, all, &o, time.Since(start), false)
+	sectionTimes(os.Stdout, took, time.Since(start))
 	if o.out != "" {
 		if err := writeReport(all, &o, time.Since(start)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -173,6 +183,21 @@ func report(w io.Writer, rs []result, o *options, took time.Duration, markdown b
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%s, %s\n", cmd, took.Round(time.Second))
+}
+
+// sectionTime is how long a section took.
+type sectionTime struct {
+	name string
+	took time.Duration
+}
+
+// sectionTimes prints the table of the sections' times.
+func sectionTimes(w io.Writer, ts []sectionTime, total time.Duration) {
+	fmt.Fprintf(w, "\n%8s  %s\n", "seconds", "section")
+	for _, t := range ts {
+		fmt.Fprintf(w, "%8.0f  %s\n", t.took.Seconds(), t.name)
+	}
+	fmt.Fprintf(w, "%8.0f  %s\n", total.Seconds(), "total")
 }
 
 func cpuModel() string {

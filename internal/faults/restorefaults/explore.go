@@ -35,11 +35,11 @@ type Selection struct {
 // The selections TestFaultsRestore and cmd/dlqdump-reliability run.
 var (
 	// CI is the sample the tests run: for each operation its first, last
-	// and two more calls, each failing without effect, taking effect and
+	// and one more call, each failing without effect, taking effect and
 	// reporting failure, killing the process before and after it, and
 	// pausing it past its lease before and after it; and every fourth
 	// block boundary cancelled.
-	CI = Selection{Modes: AllModes, Spread: 2, Cancels: 4, Controls: true}
+	CI = Selection{Modes: AllModes, Spread: 1, Cancels: 4, Controls: true}
 	// Every is the full enumeration: every call of every operation in
 	// those six modes, every block boundary cancelled, and, in the jobs
 	// variant, every request before every call of ControlOps.
