@@ -40,23 +40,6 @@ func (r *Restorer) planNames(ctx context.Context, opts *RunOptions, names []stri
 	return out
 }
 
-// rulesOut reports whether sel can select no record of segment name in
-// area, by what its header, footer and summary say.
-func (r *Restorer) rulesOut(ctx context.Context, area sink.Area, name string, sel *selection.Selection) bool {
-	f, err := r.c.Reader.Open(ctx, area, name)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sr, err := segment.NewReaderContext(ctx, f, f.Size(), r.readerOptions(name))
-	if err != nil {
-		return false
-	}
-	hdr := sr.Header()
-	sum, _ := sr.Summary() // none, damaged or sealed: it may match
-	return sel.SkipSegment(&selection.Segment{Area: area, Name: name, Header: &hdr, Footer: sr.Footer(), Summary: sum})
-}
-
 // selects reports whether the pass's selection selects rec, a record of the
 // segment being run.
 func (g *segRun) selects(rec *segment.Record) bool {

@@ -60,6 +60,7 @@ type Restorer struct {
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
+	plans                                 planCache // what selective passes planned segments with (restore_plancache.go)
 	lastErr                               atomic.Pointer[error]
 }
 
@@ -155,6 +156,18 @@ type RunOptions struct {
 	// over the quarantine notes there the segments it released, so that
 	// whoever takes it over finishes them. Default nil.
 	OnRelease func(name string) error
+	// WaitClaimed, when positive, is how long the pass waits for a
+	// segment it selects from that another restorer holds (another
+	// selective pass over the same segment, a restore job's): such a
+	// segment is put off to the end of the pass, and then watched (its
+	// claim record read with a back-off) until its holder lets it go,
+	// and restored, one at a time, within this long of when the wait
+	// began; one still held then is left to its holder (Report.Claimed).
+	// Pause and cancel (Stop) end the wait at once. Restore jobs wait so
+	// that jobs over one store do not end their passes on each other's
+	// segments (jobs.RunnerOptions.WaitHeld). Default 0: a held segment
+	// is left to its holder at once.
+	WaitClaimed time.Duration
 	// Transform, when set, changes every record the pass delivers on its
 	// way to the destination (see Transform: a Go function, or a jq
 	// program of package transform); a record it refuses is quarantined
@@ -335,7 +348,8 @@ type Report struct {
 	LeftSegments int
 	// Claimed counts the segments left alone because another restorer
 	// holds them (or held them, until its claim is seen unchanged for its
-	// lease).
+	// lease); with RunOptions.WaitClaimed, those still held at the end of
+	// the wait.
 	Claimed int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
@@ -473,6 +487,59 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		}
 		return errors.Join(append(errs, nk)...)
 	}
+	var held []string // segments other restorers held, with WaitClaimed
+	// settle accounts for err, how the run of segment si ended: stop
+	// says that the pass ends there, returning perr.
+	settle := func(si string, err error) (stop bool, perr error) {
+		if err != nil && r.closing.Err() != nil && ctx.Err() == nil {
+			return true, errors.Join(append(errs, ErrClosed)...)
+		}
+		var bs *blockStop
+		switch {
+		case err == nil:
+		case errors.As(err, &bs):
+			errs = append(errs, bs.err)
+			return true, result()
+		case errors.Is(err, errStop):
+			return true, result()
+		case errors.Is(err, ErrUnavailable):
+			// The destination is down: the other segments would only
+			// be tried in vain (the pipeline stopped those in flight).
+			// Each resumes where it stopped; the caller (passLoop:
+			// the log) says why.
+			r.setErr(err)
+			errs = append(errs, err)
+			return true, result()
+		case errors.Is(err, ErrLeaseLost):
+			// This process stalled past its lease, or lost the store:
+			// the other segments in flight, claimed as long ago, were
+			// stopped at their next record (the pipeline); a later
+			// pass lists the store again.
+			r.setErr(err)
+			errs = append(errs, err)
+			return true, result()
+		case errors.Is(err, ErrClaimed) && opts.WaitClaimed > 0 && !slices.Contains(held, si):
+			r.log.Debug("a segment the pass selects from is held by another restorer; the pass comes back to it at its end",
+				slog.String("segment", si), slog.Any("error", err))
+			held = append(held, si)
+		case errors.Is(err, ErrClaimed):
+			rep.Claimed++ // another restorer has it
+		case errors.Is(err, ErrNotFound):
+			// Another restorer finished it.
+		case errors.Is(err, ErrNoKey):
+			rep.NoKeySegments++ // left in place, logged by openFailed
+			noKey = append(noKey, si)
+		case ctx.Err() != nil:
+			return true, ctx.Err()
+		default:
+			r.setErr(err)
+			r.log.Warn("restoring a segment failed", slog.String("segment", si), slog.Any("error", err))
+			if len(errs) < 8 {
+				errs = append(errs, err)
+			}
+		}
+		return false, nil
+	}
 	pl := r.newPipeline(ctx, &opts, names)
 	defer pl.stop(nil) // Run's returns stop it first, with pl.end
 	for k := range names {
@@ -508,52 +575,17 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 			}
 			continue
 		}
-		err := pl.restore(i, &rep)
-		if err != nil && r.closing.Err() != nil && ctx.Err() == nil {
-			return pl.end(&rep), errors.Join(append(errs, ErrClosed)...)
-		}
-		var bs *blockStop
-		switch {
-		case err == nil:
-		case errors.As(err, &bs):
-			errs = append(errs, bs.err)
-			return pl.end(&rep), result()
-		case errors.Is(err, errStop):
-			return pl.end(&rep), result()
-		case errors.Is(err, ErrUnavailable):
-			// The destination is down: the other segments would only
-			// be tried in vain (the pipeline stopped those in flight).
-			// Each resumes where it stopped; the caller (passLoop:
-			// the log) says why.
-			r.setErr(err)
-			errs = append(errs, err)
-			return pl.end(&rep), result()
-		case errors.Is(err, ErrLeaseLost):
-			// This process stalled past its lease, or lost the store:
-			// the other segments in flight, claimed as long ago, were
-			// stopped at their next record (the pipeline); a later
-			// pass lists the store again.
-			r.setErr(err)
-			errs = append(errs, err)
-			return pl.end(&rep), result()
-		case errors.Is(err, ErrClaimed):
-			rep.Claimed++ // another restorer has it
-		case errors.Is(err, ErrNotFound):
-			// Another restorer finished it.
-		case errors.Is(err, ErrNoKey):
-			rep.NoKeySegments++ // left in place, logged by openFailed
-			noKey = append(noKey, si)
-		case ctx.Err() != nil:
-			return pl.end(&rep), ctx.Err()
-		default:
-			r.setErr(err)
-			r.log.Warn("restoring a segment failed", slog.String("segment", si), slog.Any("error", err))
-			if len(errs) < 8 {
-				errs = append(errs, err)
-			}
+		if stop, err := settle(si, pl.restore(i, &rep)); stop {
+			return pl.end(&rep), err
 		}
 	}
-	return pl.end(&rep), result()
+	pl.end(&rep)
+	if len(held) > 0 {
+		if stop, err := r.restoreHeld(ctx, &opts, held, &rep, settle); stop {
+			return rep, err
+		}
+	}
+	return rep, result()
 }
 
 // sweep removes the records of segments that are neither ready nor

@@ -137,7 +137,11 @@ func requestKept(t *testing.T, end, verb string) {
 	var seen seenIn
 	h.set(func(h *hooked) { h.afterWrite = seen.wrote })
 	d := &ctlDest{}
-	_, rn := runnerOn(t, h, st, d, 1, jobs.RunnerOptions{Owner: "A"})
+	o := jobs.RunnerOptions{Owner: "A"}
+	if end == "held elsewhere" {
+		o.WaitHeld = -1 // the pass ends at the held segment, not waiting for it
+	}
+	_, rn := runnerOn(t, h, st, d, 1, o)
 	js, err := jobs.Open(st)
 	if err != nil {
 		t.Fatal(err)

@@ -18,5 +18,9 @@
 // them into a destination by name at a velocity of its own, and runs at a
 // given second, or inside daily windows. A selective job reads the blocks
 // it selects from and rewrites nothing: the records it leaves stay in their
-// segments (see dlqdump's Report.LeftSegments).
+// segments (see dlqdump's Report.LeftSegments). Jobs over one store take
+// turns on the segments their selections share within their passes: a
+// pass that meets a segment another job holds restores its other segments,
+// then waits for that one (RunnerOptions.WaitHeld) and reads what the
+// other job left in it, instead of ending and being tried again.
 package jobs

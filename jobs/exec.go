@@ -210,6 +210,7 @@ func (x *execution) options(spec Spec) dlqdump.RunOptions {
 	opts, _ := spec.runOptions() // checked when the pass started
 	opts.Stop = x.stopped
 	opts.OnProgress = x.progress
+	opts.WaitClaimed = max(x.rn.o.WaitHeld, 0)
 	if opts.Area == dlqdump.AreaQuarantine {
 		opts.OnRelease = x.releasing
 	}

@@ -110,6 +110,16 @@ type RunnerOptions struct {
 	// run again; the bound doubles with every attempt, up to 5 minutes,
 	// and the wait is drawn at random below it (full jitter). Default 1s.
 	RetryBase time.Duration
+	// WaitHeld is how long a job's pass waits for a segment it selects
+	// from that another restorer holds (another job's pass over the same
+	// segment, typically) before the pass ends and the job is tried again
+	// after a poll: the pass goes on with its other segments and then
+	// waits for those (dlqdump.RunOptions.WaitClaimed), so jobs over one
+	// store take one pass each instead of ending theirs on each other's
+	// segments. A pause or cancel ends the wait at once. Negative: no
+	// wait. Default 1 minute, longer than a Restorer's default lease, so
+	// that a holder that died is taken over within the wait.
+	WaitHeld time.Duration
 	// Logger receives a line, with the job's counts, when a job starts,
 	// is taken over, is paused, cancelled or handed over, completes,
 	// fails, or waits for a retry. Default: discard.
@@ -159,6 +169,9 @@ func NewRunner(st *Store, restorers []*dlqdump.Restorer, opts *RunnerOptions) (*
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 10 * time.Second
+	}
+	if o.WaitHeld == 0 {
+		o.WaitHeld = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

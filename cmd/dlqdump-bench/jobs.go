@@ -36,7 +36,13 @@ import (
 //
 //	go run ./cmd/dlqdump-bench jobs -pending 100,100000 -due 200
 //	go run ./cmd/dlqdump-bench jobs -stores s3 -pending 0 -due 3000 -span 20s -restorers 16
+//
+// With "one-store" first, it runs many jobs over one store at once
+// instead (jobs_store.go).
 func benchJobs(args []string) error {
+	if len(args) > 0 && args[0] == "one-store" {
+		return benchJobsOneStore(args[1:])
+	}
 	fl := flag.NewFlagSet("jobs", flag.ExitOnError)
 	pendingList := fl.String("pending", "100,100000", "jobs pending for tomorrow, comma-separated counts")
 	due := fl.Int("due", 200, "jobs due over -span, each over a segment of its own, run beside them")

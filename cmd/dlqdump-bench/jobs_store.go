@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/jobs"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// benchJobsOneStore measures many restore jobs over one store at once
+// (issue 28, point 4): -jobs jobs, job K `--where batch=K --rate R` over
+// its -batch records of one store whose segments each hold records of two
+// batches, run by -runners runners of -restorers Restorers each, all due at
+// the same second. It prints a job's duration (from its start to its end)
+// at p50, p90 and max against the ideal (-batch / -rate), how late the
+// jobs started, the passes in all (a job's Attempts), and what was read:
+// the records the passes read and left (the jobs' Skipped), and the
+// segments' bytes read, as a multiple of the store.
+//
+//	go run ./cmd/dlqdump-bench jobs one-store -runs 3
+func benchJobsOneStore(args []string) error {
+	fl := flag.NewFlagSet("jobs one-store", flag.ExitOnError)
+	nJobs := fl.Int("jobs", 30, "jobs, job K selecting batch=K")
+	batch := fl.Int("batch", 400, "records per batch (per job)")
+	perSeg := fl.Int("segment-records", 170, "records per segment (less than -batch: a segment holds two batches)")
+	rateF := fl.Float64("rate", 200, "each job's Rate, records per second")
+	runners := fl.Int("runners", 3, "runners")
+	restorers := fl.Int("restorers", 4, "Restorers per runner")
+	runs := fl.Int("runs", 1, "runs, each on a store of its own")
+	_ = fl.Parse(args)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords read and left\tsegment bytes read\t")
+	for run := range *runs {
+		row, err := benchJobsOneStoreRun(*nJobs, *batch, *perSeg, *rateF, *runners, *restorers)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%d\t%s\n", run+1, row)
+	}
+	return tw.Flush()
+}
+
+// countingReader is an fs.Reader that counts the bytes read from segments.
+type countingReader struct {
+	*fs.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	f, err := c.Reader.Open(ctx, area, name)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{File: f, n: c.n}, nil
+}
+
+type countingFile struct {
+	sink.File
+	n *atomic.Int64
+}
+
+func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func benchJobsOneStoreRun(nJobs, batch, perSeg int, rateF float64, nRunners, nRestorers int) (string, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "dlqdump-bench-onestore-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	// The store: record i is of batch i/batch, segment i/perSeg.
+	total := nJobs * batch
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for s := 0; s*perSeg < total; s++ {
+		q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: &fs.Writer{Directory: dir}, Capacity: 16 * dlqdump.Megabyte, BlockSize: 16 * dlqdump.Kilobyte})
+		if err != nil {
+			return "", err
+		}
+		for i := s * perSeg; i < min(total, (s+1)*perSeg); i++ {
+			payload := fmt.Sprintf(`{"id":"%016x","order":%d,"customer":"c-%06d","error":"upstream timeout after %dms","note":"%x"}`,
+				rnd.Uint64(), i, rnd.IntN(1e6), rnd.IntN(5000), rnd.Uint64())
+			h := dlqdump.Headers{dlqdump.HeaderReason: "failed", "batch": fmt.Sprint(i / batch)}
+			if err := q.Enqueue(dlqdump.Envelope{Item: payload, Headers: h}); err != nil {
+				return "", err
+			}
+		}
+		if err := q.Close(); err != nil {
+			return "", err
+		}
+	}
+	var storeBytes int64
+	segments := 0
+	for info, err := range (&fs.Reader{Directory: dir}).List(ctx, sink.AreaReady) {
+		if err != nil {
+			return "", err
+		}
+		storeBytes += info.Size
+		segments++
+	}
+	read := &atomic.Int64{}
+	rd := countingReader{Reader: &fs.Reader{Directory: dir}, n: read}
+	js, err := jobs.Open(rd.Reader)
+	if err != nil {
+		return "", err
+	}
+	at := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
+	if err := createJobs(ctx, js, nJobs, func(k int) jobs.Spec {
+		return jobs.Spec{ID: fmt.Sprintf("batch-%03d", k), At: at, Where: map[string]string{"batch": fmt.Sprint(k)}, Rate: rateF}
+	}); err != nil {
+		return "", err
+	}
+	var rns []*jobs.Runner
+	for range nRunners {
+		var rs []*dlqdump.Restorer
+		for range nRestorers {
+			r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{AsString: true}, Queue: discard{}})
+			if err != nil {
+				return "", err
+			}
+			defer r.Close()
+			rs = append(rs, r)
+		}
+		rn, err := jobs.NewRunner(js, rs, nil)
+		if err != nil {
+			return "", err
+		}
+		if err := rn.Start(); err != nil {
+			return "", err
+		}
+		defer rn.Close()
+		rns = append(rns, rn)
+	}
+	var durs, fromDue, lates []time.Duration
+	passes, most := 0, 0
+	var left uint64
+	for k := range nJobs {
+		id := fmt.Sprintf("batch-%03d", k)
+		j, err := js.Wait(ctx, id, 20*time.Millisecond)
+		if err != nil {
+			return "", err
+		}
+		if j.State != jobs.Completed || j.Delivered != uint64(batch) {
+			return "", fmt.Errorf("job %s: %s with %d delivered, want completed with %d", id, j.State, j.Delivered, batch)
+		}
+		durs = append(durs, j.Finished.Sub(j.Started))
+		fromDue = append(fromDue, j.Finished.Sub(j.At))
+		lates = append(lates, j.Late())
+		passes += j.Attempts
+		most = max(most, j.Attempts)
+		left += j.Skipped
+	}
+	for _, rn := range rns {
+		_ = rn.Close()
+	}
+	for _, d := range [][]time.Duration{durs, fromDue, lates} {
+		slices.Sort(d)
+	}
+	q := func(d []time.Duration, p int) string {
+		return d[min(len(d)-1, len(d)*p/100)].Round(10 * time.Millisecond).String()
+	}
+	ideal := time.Duration(float64(batch) / rateF * float64(time.Second))
+	return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f× the store\t",
+		nJobs, segments, ideal, q(durs, 50), q(durs, 90), q(durs, 100), q(fromDue, 50), q(fromDue, 90), q(lates, 90), passes, most, left,
+		float64(read.Load())/float64(storeBytes)), nil
+}
