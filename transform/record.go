@@ -36,7 +36,7 @@ func decodePayload(p []byte) (any, payloadKind) {
 // decodeJSON decodes one JSON value, its numbers as json.Number (gojq
 // keeps their digits: an order ID of 20 digits stays exact).
 func decodeJSON(p []byte) (any, bool) {
-	if len(bytes.TrimSpace(p)) == 0 {
+	if len(bytes.Trim(p, jsonSpace)) == 0 {
 		return nil, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(p))
@@ -45,11 +45,15 @@ func decodeJSON(p []byte) (any, bool) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, false
 	}
-	if len(bytes.TrimSpace(p[dec.InputOffset():])) != 0 {
-		return nil, false // more than one value
+	if len(bytes.Trim(p[dec.InputOffset():], jsonSpace)) != 0 {
+		return nil, false // more than one value, or not JSON's white space
 	}
 	return v, true
 }
+
+// jsonSpace is JSON's white space (RFC 8259): a payload with anything else
+// around its value (a form feed, say) is text, delivered as it is.
+const jsonSpace = " \t\r\n"
 
 // input returns the JSON object a program sees for r.
 func input(r *dlqdump.Replay) (map[string]any, payloadKind) {
