@@ -90,13 +90,8 @@ func (c *planCache) put(k planKey, p *planInfo) {
 // cache or read (nil when it cannot be opened or read: it may match).
 func (r *Restorer) planInfoOf(ctx context.Context, area sink.Area, name string) *planInfo {
 	k := planKey{area, name}
-	if p := r.plans.get(k); p != nil {
+	if p := r.plannedWith(area, name); p != nil {
 		return p
-	}
-	if r.shared != nil {
-		if p := r.shared.cache.get(k); p != nil {
-			return p
-		}
 	}
 	f, err := r.c.Reader.Open(ctx, area, name)
 	if err != nil {
@@ -165,13 +160,27 @@ func leavePlans(sp *sharedPlans) {
 	}
 }
 
+// plannedWith returns what segment name in area was planned with, if it is
+// kept (nil: it is not), without reading anything.
+func (r *Restorer) plannedWith(area sink.Area, name string) *planInfo {
+	k := planKey{area, name}
+	if p := r.plans.get(k); p != nil {
+		return p
+	}
+	if r.shared != nil {
+		return r.shared.cache.get(k)
+	}
+	return nil
+}
+
 // rulesOut reports whether sel can select no record of segment name in
-// area, by what its header, footer and summary say.
+// area, by what its header, footer and summary say: of the segment as a
+// whole, or of each of its blocks.
 func (r *Restorer) rulesOut(ctx context.Context, area sink.Area, name string, sel *selection.Selection) bool {
 	p := r.planInfoOf(ctx, area, name)
 	if p == nil {
 		return false
 	}
 	hdr := p.hdr
-	return sel.SkipSegment(&selection.Segment{Area: area, Name: name, Header: &hdr, Footer: p.footer, Summary: p.sum})
+	return sel.Plan(&selection.Segment{Area: area, Name: name, Header: &hdr, Footer: p.footer, Summary: p.sum}).Skip
 }

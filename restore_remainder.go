@@ -66,6 +66,7 @@ func (g *segRun) readRemainder() error {
 		g.holding = true
 		defer func() { g.holding = false; g.r.giveDelivery() }()
 	}
+	plan := g.blockPlan() // a block none of whose records it can select is not read (restore_skip.go)
 	g.rescan, g.pending = true, g.prog.Aside
 	g.prog.Aside, g.prog.Skipped = nil, 0
 	defer func() { g.rescan, g.current, g.pending = false, nil, nil }()
@@ -76,6 +77,15 @@ func (g *segRun) readRemainder() error {
 		n := 1
 		for n < len(g.pending) && g.pending[n].Offset == off {
 			n++
+		}
+		if !g.mayHold(plan, off) {
+			for _, a := range g.pending[:n] {
+				g.prog.Aside = append(g.prog.Aside, a) // left as they were
+				g.prog.Skipped += a.Records()
+				g.rep.Skipped += a.Records()
+			}
+			g.pending = g.pending[n:]
+			continue
 		}
 		g.current, g.pending = g.pending[:n], g.pending[n:]
 		g.cursor = g.current[0].From
