@@ -25,9 +25,10 @@ import (
 // batches, run by -runners runners of -restorers Restorers each, all due at
 // the same second. It prints a job's duration (from its start to its end)
 // at p50, p90 and max against the ideal (-batch / -rate), how late the
-// jobs started, the passes in all (a job's Attempts), and what was read:
-// the records the passes read and left (the jobs' Skipped), and the
-// segments' bytes read, as a multiple of the store; and how long passes
+// jobs started, the passes in all (a job's Attempts), the records the
+// passes left to others (the jobs' Skipped: read and not selected, or in
+// blocks not read, which nothing they select can be in), what was read:
+// the segments' bytes, as a multiple of the store; and how long passes
 // waited for segments other jobs held (their number and the time in all):
 // jobs over one segment take turns on it.
 //
@@ -43,7 +44,7 @@ func benchJobsOneStore(args []string) error {
 	runs := fl.Int("runs", 1, "runs, each on a store of its own")
 	_ = fl.Parse(args)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords read and left\tsegment bytes read\twaits for held segments\t")
+	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords left\tsegment bytes read\twaits for held segments\t")
 	for run := range *runs {
 		row, err := benchJobsOneStoreRun(*nJobs, *batch, *perSeg, *rateF, *runners, *restorers)
 		if err != nil {
