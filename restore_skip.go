@@ -65,19 +65,11 @@ func (g *segRun) mayHold(plan []bool, off int64) bool {
 // (plan[i] false for block i of the footer): those are left unread, the
 // others read one at a time.
 func (g *segRun) readPlanned(plan []bool) error {
-	if g.in != nil && !g.holding {
-		// Read one at a time, each as large as the Restorer allows: as
-		// one segment at a time was, holding the delivery token to the
-		// last (restore_memory.go), as readRemainder does.
-		if err := g.r.takeDelivery(g.ctx); err != nil {
-			if g.lost() {
-				return err
-			}
-			return g.stop(segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}, err)
-		}
-		g.holding = true
-		defer func() { g.holding = false; g.r.giveDelivery() }()
+	release, err := g.holdOneAtATime()
+	if err != nil {
+		return err
 	}
+	defer release()
 	ft := g.sr.Footer()
 	var b segment.Block
 	defer b.Release()
@@ -87,7 +79,6 @@ func (g *segRun) readPlanned(plan []bool) error {
 			continue // handled before
 		}
 		next := segment.Position{Offset: bi.End(), Seq: bi.FirstSeq + uint64(bi.Count)}
-		var err error
 		if plan[i] {
 			err = g.plannedBlock(&b, bi, next)
 		} else {
