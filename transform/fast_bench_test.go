@@ -4,6 +4,7 @@ package transform
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -47,4 +48,28 @@ func BenchmarkFastPath(b *testing.B) {
 			b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkScan: checking one of gen's events is one JSON value, by the
+// fast path's scan (keep_scan.go) and by encoding/json.
+//
+//	go test -run '^$' -bench BenchmarkScan ./transform
+func BenchmarkScan(b *testing.B) {
+	payload := []byte(seedPayloads[0])
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			if _, ok := scanEdits(payload, nil, nil); !ok {
+				b.Fatal("not JSON")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			if !json.Valid(payload) {
+				b.Fatal("not JSON")
+			}
+		}
+	})
 }

@@ -81,6 +81,7 @@ func CompileJQ(expr string, o *Options) (*JQ, error) {
 	}
 	if j.fast = compileFast(q); j.fast != nil && o != nil {
 		j.fast.keep = o.KeepLayout
+		j.fast.splice = o.KeepLayout && splices(j.fast.payload, 0)
 	}
 	return j, nil
 }
