@@ -292,14 +292,16 @@ func scanEdits(doc []byte, root *edit, spans []span) ([]span, bool) {
 }
 
 // stringEnd checks the string at doc[i:] (a '"') and returns the index
-// after it: at once for a string of up to seven bytes written as they are
-// (most keys), else by scanString.
+// after it: eight bytes at a time up to its closing quote when it has
+// nothing but bytes written as they are (most strings), else by
+// scanString.
 func stringEnd(doc []byte, i int) (int, bool) {
-	if i+9 <= len(doc) {
-		if m := specials(binary.LittleEndian.Uint64(doc[i+1:])); m != 0 {
-			if j := i + 1 + bits.TrailingZeros64(m)>>3; doc[j] == '"' {
+	for j := i + 1; j+8 <= len(doc); j += 8 {
+		if m := specials(binary.LittleEndian.Uint64(doc[j:])); m != 0 {
+			if j += bits.TrailingZeros64(m) >> 3; doc[j] == '"' {
 				return j + 1, true
 			}
+			break
 		}
 	}
 	end, _, ok := scanString(doc, i)

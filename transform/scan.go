@@ -140,35 +140,41 @@ func numberEnd(doc []byte, i int) (int, bool) {
 	if doc[j] == '-' {
 		j++
 	}
-	digits := func() bool {
-		k := j
-		for j < len(doc) && doc[j] >= '0' && doc[j] <= '9' {
-			j++
-		}
-		return j > k
-	}
 	switch {
 	case j < len(doc) && doc[j] == '0':
 		j++
-	case !digits():
+	case j < len(doc) && doc[j] >= '1' && doc[j] <= '9':
+		j = digitsEnd(doc, j+1)
+	default:
 		return i, false
 	}
 	if j < len(doc) && doc[j] == '.' {
-		j++
-		if !digits() {
+		k := digitsEnd(doc, j+1)
+		if k == j+1 {
 			return i, false
 		}
+		j = k
 	}
 	if j < len(doc) && (doc[j] == 'e' || doc[j] == 'E') {
 		j++
 		if j < len(doc) && (doc[j] == '+' || doc[j] == '-') {
 			j++
 		}
-		if !digits() {
+		k := digitsEnd(doc, j)
+		if k == j {
 			return i, false
 		}
+		j = k
 	}
 	return j, true
+}
+
+// digitsEnd returns the index after the digits at doc[j:].
+func digitsEnd(doc []byte, j int) int {
+	for j < len(doc) && doc[j] >= '0' && doc[j] <= '9' {
+		j++
+	}
+	return j
 }
 
 // literalEnd returns the index after the true, false or null at doc[i:]
