@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkTransform restores gen's realistic events (~260-byte JSON) with
-// no transform, with a Go Transform that does nothing, with one fixing one field (on the bytes; and
-// the payload decoded and encoded again with encoding/json), and with the
+// no transform, with a Go Transform that does nothing, with one fixing one
+// field (on the bytes; and the payload decoded and encoded again with
+// encoding/json), and with the
 // jq program of that fix (on the fast path writing gojq's bytes or keeping
 // the payload's layout, and on gojq; one record at a time and with
 // TransformWorkers), side by side:
