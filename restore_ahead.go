@@ -96,7 +96,6 @@ func (g *segRun) startAhead(b *segment.Block) *ahead {
 // work transforms chunks of records until none is left or a stops.
 func (a *ahead) work() {
 	g := a.g
-	var replays slab // this goroutine's
 	for {
 		c := int(a.next.Add(1) - 1)
 		if c*aheadChunk >= len(a.recs) {
@@ -110,7 +109,7 @@ func (a *ahead) work() {
 			if g.filtered && !g.selects(rec) || g.r.c.MaxReplays >= 0 && replaysOf(rec) >= g.r.c.MaxReplays {
 				continue // not transformed when reached either
 			}
-			rp := g.replayOf(rec, replays.next())
+			rp := g.replayOf(rec)
 			err := g.runTransform(rp)
 			if err == nil && a.used.Add(int64(rp.size())) > a.budget {
 				a.stop.Store(true) // over budget: this one and the rest when reached

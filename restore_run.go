@@ -76,7 +76,6 @@ type segRun struct {
 
 	ahead   *ahead // the block's records transformed ahead; nil: none (restore_ahead.go)
 	aheadOK bool   // the run transforms ahead (setAhead)
-	replays slab   // the Replays of the records the delivering goroutine transforms (restore_transform.go)
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and

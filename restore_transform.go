@@ -76,7 +76,7 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 	sample := g.dry && g.opts.reserveSample()
 	rp, err, done := g.ahead.take(rec)
 	if !done {
-		rp = g.replayOf(rec, g.replays.next())
+		rp = g.replayOf(rec)
 		if sample {
 			before = &Replay{ID: rp.ID, Time: rp.Time, Payload: slices.Clone(rp.Payload), Headers: maps.Clone(rp.Headers)}
 		}
@@ -104,10 +104,10 @@ func (g *segRun) transform(rec *segment.Record) (*Replay, *outcome) {
 	return rp, nil
 }
 
-// replayOf fills rp with the Replay a Transform gets of rec: its payload
-// (the block's bytes) and a copy of its headers, without HeaderRecordID.
-func (g *segRun) replayOf(rec *segment.Record, rp *Replay) *Replay {
-	*rp = Replay{ID: g.hdr.RecordID(rec), Time: time.Unix(0, rec.Time).UTC(), Payload: rec.Payload, Headers: Headers(rec.Headers.Map())}
+// replayOf returns the Replay a Transform gets of rec: its payload (the
+// block's bytes) and a copy of its headers, without HeaderRecordID.
+func (g *segRun) replayOf(rec *segment.Record) *Replay {
+	rp := &Replay{ID: g.hdr.RecordID(rec), Time: time.Unix(0, rec.Time).UTC(), Payload: rec.Payload, Headers: Headers(rec.Headers.Map())}
 	if rp.Headers == nil {
 		rp.Headers = Headers{}
 	}
@@ -129,24 +129,6 @@ func (g *segRun) runTransform(rp *Replay) error {
 		return fmt.Errorf("the record returned is %d bytes (payload and headers), more than Config.MaxRecordSize (%d)", rp.size(), maxRecord)
 	}
 	return nil
-}
-
-// slab hands out the Replays of one goroutine's records, allocated
-// slabSize at a time instead of one by one. A Replay is never handed out
-// twice: a Transform may keep the one it is given (which keeps its slab's
-// memory alive, a few KiB).
-type slab []Replay
-
-const slabSize = 64
-
-// next returns a Replay of its own.
-func (s *slab) next() *Replay {
-	if len(*s) == 0 {
-		*s = make([]Replay, slabSize)
-	}
-	rp := &(*s)[0]
-	*s = (*s)[1:]
-	return rp
 }
 
 // size returns the bytes of r's payload and headers.
