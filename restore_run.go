@@ -41,12 +41,11 @@ type segRun struct {
 	halted error     // an OnProgress's error: the pass stops at the next record
 	ticked time.Time // OnProgress was last called between checkpoints
 
-	f        sink.File
-	unopened *opening // opened while it was claimed, not taken yet (restore_trips.go)
-	sr       *segment.Reader
-	hdr      segment.Header
-	found    json.RawMessage // the progress as found in the record
-	prog     claims.Progress
+	f     sink.File
+	sr    *segment.Reader
+	hdr   segment.Header
+	found json.RawMessage // the progress as found in the record
+	prog  claims.Progress
 
 	// While the records a previous pass left are read (readRemainder):
 	// the runs of blocks not reached yet, those of the block being read,
@@ -105,8 +104,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			g.released = rec.State == claims.StateQuarantined
 		}
 	} else {
-		cl, unopened, err := r.claim(ctx, name)
-		defer unopened.discard()
+		cl, err := r.claim(ctx, name)
 		var fin *claims.Finished
 		if errors.As(err, &fin) {
 			r.completed(fin, rep)
@@ -125,8 +123,6 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		}
 		g.keep = claims.Keep(ctx, cl, r.log)
 		g.ctx = g.keep.Context()
-		unopened.follow(g.ctx)
-		g.unopened = unopened
 		found = cl.Progress()
 		g.released = cl.WasQuarantined()
 		defer g.release()
@@ -224,11 +220,7 @@ func (g *segRun) open() (done bool, err error) {
 	if g.dry && g.opts.Area == AreaQuarantine {
 		area = AreaQuarantine // a dry run releases nothing
 	}
-	if g.unopened != nil && area == sink.AreaReady {
-		g.f, err = g.unopened.take()
-	} else {
-		g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
-	}
+	g.f, err = g.r.c.Reader.Open(g.ctx, area, g.name)
 	if errors.Is(err, sink.ErrNotFound) {
 		if g.keep != nil {
 			return true, g.gone(err)
