@@ -291,3 +291,54 @@ func markers(t *testing.T, ctx context.Context, r *s3.Reader, n int) sink.Record
 	}
 	return tb
 }
+
+// RemoveRecord removes a claim's record in one conditional DeleteObject,
+// where DeleteRecord asks first whether it is there (a DeleteObject of a
+// missing key succeeds, with If-Match too on versitygw): a missing record
+// is not an error, and on a server that checks If-Match on deletes a
+// record of another version is a conflict, left in place.
+func TestRemoveRecordInOneRequest(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t, time.Minute)
+		var c s3test.Counter
+		r := countingReader(e, &c, 0)
+		name := "20260101T000000.000000000Z-0000000000000001.dlq"
+		v1, err := r.WriteRecord(ctx, name, []byte(`{"v":1}`), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.srv.Name != "gofakes3" { // gofakes3 ignores If-Match on deletes
+			v2, err := r.WriteRecord(ctx, name, []byte(`{"v":2}`), v1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.RemoveRecord(ctx, name, v1); !errors.Is(err, sink.ErrConflict) {
+				t.Fatalf("RemoveRecord at a stale version: %v, want ErrConflict", err)
+			}
+			if _, v, err := r.ReadRecord(ctx, name); err != nil || v != v2 {
+				t.Fatalf("after a refused RemoveRecord: version %q, %v; want %q", v, err, v2)
+			}
+			v1 = v2
+		}
+		c.Reset()
+		if err := r.RemoveRecord(ctx, name, v1); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RemoveRecord(ctx, name, v1); err != nil {
+			t.Fatalf("RemoveRecord of a missing record: %v, want nil", err)
+		}
+		if got := c.Counts(); got.Total() != 2 || got["DeleteObject"] != 2 {
+			t.Fatalf("two RemoveRecord calls made %v, want one DeleteObject each", got)
+		}
+		if _, _, err := r.ReadRecord(ctx, name); !errors.Is(err, sink.ErrNotFound) {
+			t.Fatalf("read after RemoveRecord: %v, want ErrNotFound", err)
+		}
+		c.Reset()
+		if err := r.DeleteRecord(ctx, name, v1); !errors.Is(err, sink.ErrNotFound) {
+			t.Fatalf("DeleteRecord of a missing record: %v, want ErrNotFound", err)
+		}
+		if got := c.Counts(); got.Total() != 1 || got["HeadObject"] != 1 {
+			t.Fatalf("DeleteRecord of a missing record made %v, want one HeadObject", got)
+		}
+	})
+}
