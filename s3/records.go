@@ -50,13 +50,6 @@ func (r *Reader) DeleteRecord(ctx context.Context, name, ifVersion string) error
 	return r.deleteRecord(ctx, claimsSpace, name, ifVersion)
 }
 
-// RemoveRecord removes the record of name as DeleteRecord does, in one
-// request: it does not ask first whether the record is there, and a missing
-// one is not an error (sink.RecordRemover).
-func (r *Reader) RemoveRecord(ctx context.Context, name, ifVersion string) error {
-	return r.removeRecord(ctx, claimsSpace, name, ifVersion, false)
-}
-
 // RecordNames lists the names with a record, sorted.
 func (r *Reader) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return r.recordNames(ctx, claimsSpace)
@@ -139,14 +132,6 @@ func (r *Reader) writeRecord(ctx context.Context, sp space, name string, data []
 }
 
 func (r *Reader) deleteRecord(ctx context.Context, sp space, name, ifVersion string) error {
-	return r.removeRecord(ctx, sp, name, ifVersion, true)
-}
-
-// removeRecord deletes the record of name with If-Match: ifVersion. With
-// check it asks first whether the record is there (a HeadObject), to say
-// sink.ErrNotFound for a missing one: a DeleteObject of a missing key
-// succeeds, on AWS and versitygw with If-Match too.
-func (r *Reader) removeRecord(ctx context.Context, sp space, name, ifVersion string, check bool) error {
 	s, err := r.state()
 	if err != nil {
 		return err
@@ -155,13 +140,11 @@ func (r *Reader) removeRecord(ctx context.Context, sp space, name, ifVersion str
 	if err != nil {
 		return err
 	}
-	if check {
-		if _, err := s.head(ctx, key); err != nil {
-			if notFound(err) {
-				return fmt.Errorf("%w: record of %s: %w", sink.ErrNotFound, name, err)
-			}
-			return err
+	if _, err := s.head(ctx, key); err != nil {
+		if notFound(err) {
+			return fmt.Errorf("%w: record of %s: %w", sink.ErrNotFound, name, err)
 		}
+		return err
 	}
 	err = s.call(ctx, "DeleteObject", key, 0, true, func(ctx context.Context) error {
 		in := &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}
@@ -275,12 +258,6 @@ func (t *table) WriteRecord(ctx context.Context, key string, data []byte, ifVers
 
 func (t *table) DeleteRecord(ctx context.Context, key, ifVersion string) error {
 	return t.r.deleteRecord(ctx, t.sp, key, ifVersion)
-}
-
-// RemoveRecord removes the record of key at ifVersion in one request
-// (sink.RecordRemover).
-func (t *table) RemoveRecord(ctx context.Context, key, ifVersion string) error {
-	return t.r.removeRecord(ctx, t.sp, key, ifVersion, false)
 }
 
 func (t *table) RecordNames(ctx context.Context) iter.Seq2[string, error] {

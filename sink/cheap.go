@@ -117,34 +117,6 @@ func DropRecord(ctx context.Context, t Records, name string) error {
 	return err
 }
 
-// RecordRemover is implemented by Records whose DeleteRecord asks the store
-// first whether the record is there (S3: a HeadObject, since a DeleteObject
-// of a missing key succeeds), to remove a record in one request for a
-// caller that need not tell a record removed by someone else from one
-// never there: a claim's holder while its lease keeps others out.
-type RecordRemover interface {
-	// RemoveRecord removes the record of name if its version is
-	// ifVersion, as DeleteRecord does, except that a missing record is
-	// not an error (where DeleteRecord returns one wrapping ErrNotFound,
-	// it returns nil). A record of another version is an error wrapping
-	// ErrConflict where the store checks versions on deletes. It may be
-	// retried after a failure, also one that took effect.
-	RemoveRecord(ctx context.Context, name, ifVersion string) error
-}
-
-// RemoveRecord removes the record of name at ifVersion through rs's
-// RecordRemover, or with DeleteRecord, a missing record not being an error
-// (see RecordRemover).
-func RemoveRecord(ctx context.Context, rs Records, name, ifVersion string) error {
-	if r, ok := rs.(RecordRemover); ok {
-		return r.RemoveRecord(ctx, name, ifVersion)
-	}
-	if err := rs.DeleteRecord(ctx, name, ifVersion); err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
 // VersionLister is implemented by Records whose listing tells each record's
 // version (an S3 listing gives the ETag): a reader that keeps the records it
 // read can tell the changed ones without reading them all.

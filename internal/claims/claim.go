@@ -275,13 +275,8 @@ func (cl *Claim) Finish(ctx context.Context, to Destination) error {
 // fences a finish to to, and is trusted still.
 func (cl *Claim) fencedLocked(to Destination) bool {
 	r := &cl.rec
-	return r.State == StateFinishing && r.To != nil && r.To.same(to) && cl.trustedLocked()
-}
-
-// trustedLocked reports whether no one can have taken the claim over: its
-// last write started less than the lease less its Margin ago.
-func (cl *Claim) trustedLocked() bool {
-	return cl.c.now().Before(cl.trusted.Add(cl.c.lease - Margin(cl.c.lease)))
+	return r.State == StateFinishing && r.To != nil && r.To.same(to) &&
+		cl.c.now().Before(cl.trusted.Add(cl.c.lease-Margin(cl.c.lease)))
 }
 
 // endLocked ends the claim once the segment was moved or deleted.
@@ -332,19 +327,7 @@ func (cl *Claim) takeRemovedUnseenLocked() bool {
 func (cl *Claim) deleteLocked(ctx context.Context) error {
 	retry := cl.removing
 	cl.removing = true
-	var err error
-	if retry || cl.trustedLocked() {
-		// Only this holder can have removed the record: its earlier
-		// attempt, or no one while the claim is trusted (a claim is taken
-		// over only after its lease, and only a taker or a sweep of an
-		// expired claim removes another's record). So it is removed
-		// without asking first whether it is there (on S3 a HeadObject
-		// less: a DeleteObject of a missing key succeeds); the delete
-		// stays conditional on the claim's version.
-		err = sink.RemoveRecord(ctx, cl.c.recs, cl.name, cl.version)
-	} else {
-		err = cl.c.recs.DeleteRecord(ctx, cl.name, cl.version)
-	}
+	err := cl.c.recs.DeleteRecord(ctx, cl.name, cl.version)
 	if errors.Is(err, sink.ErrNotFound) {
 		if !retry {
 			// Not removed by an earlier attempt of ours: by whoever

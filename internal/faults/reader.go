@@ -24,7 +24,6 @@ const (
 	OpReadRecord   Op = "Reader.ReadRecord"
 	OpWriteRecord  Op = "Reader.WriteRecord"
 	OpDeleteRecord Op = "Reader.DeleteRecord"
-	OpRemoveRecord Op = "Reader.RemoveRecord"
 	OpRecordNames  Op = "Reader.RecordNames"
 	OpReadAt       Op = "File.ReadAt"
 	OpFileClose    Op = "File.Close"
@@ -41,8 +40,7 @@ const (
 // (Recover when it is a sink.Recoverer, Names when it is a sink.NameLister,
 // Exists when it is a sink.Prober, Discard when it is a sink.Discarder,
 // NamesAfter when it is a sink.NameSeeker, the tables' calls when it is a
-// sink.Tables), RemoveRecord always (sink.RemoveRecord on r), and no
-// others. A listing (List, Names, RecordNames) is one
+// sink.Tables), and no others. A listing (List, Names, RecordNames) is one
 // call: Fail yields only the failure, Lost lists everything first and then
 // yields only the failure.
 func WrapReader(r sink.Reader, in *Injector) sink.Reader {
@@ -222,12 +220,6 @@ func (r *reader) WriteRecord(ctx context.Context, name string, data []byte, ifVe
 
 func (r *reader) DeleteRecord(ctx context.Context, name, ifVersion string) error {
 	return r.in.Do(ctx, OpDeleteRecord, func() error { return r.inner.DeleteRecord(ctx, name, ifVersion) })
-}
-
-// RemoveRecord removes a record as sink.RemoveRecord does on the wrapped
-// Reader (one call, whether or not it is a sink.RecordRemover).
-func (r *reader) RemoveRecord(ctx context.Context, name, ifVersion string) error {
-	return r.in.Do(ctx, OpRemoveRecord, func() error { return sink.RemoveRecord(ctx, r.inner, name, ifVersion) })
 }
 
 // file is an opened segment whose reads are counted.

@@ -274,24 +274,6 @@ func (s *Store) DeleteRecord(ctx context.Context, name, ifVersion string) error 
 	return nil
 }
 
-// RemoveRecord is a conditional DeleteObject (sink.RecordRemover).
-func (s *Store) RemoveRecord(ctx context.Context, name, ifVersion string) error {
-	if err := s.request(ctx, "DeleteObject"); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.records[name]
-	switch {
-	case !ok:
-		return nil // S3's DELETE of a missing key succeeds
-	case r.version != ifVersion:
-		return fmt.Errorf("%w: record of %s", sink.ErrConflict, name)
-	}
-	delete(s.records, name)
-	return nil
-}
-
 // RecordNames lists the records: a ListObjects per page.
 func (s *Store) RecordNames(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
