@@ -58,7 +58,8 @@ type Restorer struct {
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
-	plans                                 planCache // what selective passes planned segments with (restore_plancache.go)
+	plans                                 planCache    // what selective passes planned segments with (restore_plancache.go)
+	shared                                *sharedPlans // what they planned unencrypted segments with, shared by the Restorers over the Reader; nil: none
 	lastErr                               atomic.Pointer[error]
 }
 
@@ -164,6 +165,7 @@ func NewRestorer(config *Config) (*Restorer, error) {
 	}
 	r.status.Store(&storeStatus{})
 	r.closing, r.close = context.WithCancel(context.Background())
+	r.shared = joinPlans(c.Reader, c.Encryption != nil && c.Encryption.RequireEncrypted)
 	return r, nil
 }
 
@@ -494,6 +496,7 @@ func (r *Restorer) Shutdown(ctx context.Context) error {
 	r.stopping.Store(true)
 	cancel := r.bgCancel
 	r.mu.Unlock()
+	leavePlans(r.shared) // its passes still running keep using it
 	r.close()
 	// Wait for a pass in progress (background or not) to stop.
 	select {
