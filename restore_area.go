@@ -70,6 +70,8 @@ func (r *Restorer) releasable(ctx context.Context, name string) error {
 	case !errors.As(err, &fin):
 		return err
 	case fin.To.Delete || fin.To.Area != sink.AreaQuarantine:
+		r.log.Warn("a quarantined segment's record says that its holder decided to delete or archive it: left in quarantine, not released",
+			slog.String("segment", name), slog.String("decided_by", fin.Owner), slog.String("finish", fin.To.String()))
 		return fmt.Errorf("%w: quarantined segment %s: its record says that %q decided to %s it: left in quarantine", ErrClaimed, name, fin.Owner, fin.To)
 	}
 	cl, err := r.claimer.Claim(ctx, name)
