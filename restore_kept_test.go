@@ -3,7 +3,6 @@ package dlqdump_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,44 +11,6 @@ import (
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
 )
-
-// segmentBytes is a store that counts the bytes read from each segment.
-type segmentBytes struct {
-	*memsink.Store
-	mu   sync.Mutex
-	read map[string]int64
-}
-
-func (c *segmentBytes) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
-	f, err := c.Store.Open(ctx, area, name)
-	if err != nil {
-		return nil, err
-	}
-	return segmentBytesFile{File: f, c: c, name: name}, nil
-}
-
-// take returns the bytes read from each segment since the last take.
-func (c *segmentBytes) take() map[string]int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.read
-	c.read = map[string]int64{}
-	return m
-}
-
-type segmentBytesFile struct {
-	sink.File
-	c    *segmentBytes
-	name string
-}
-
-func (f segmentBytesFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
-	f.c.mu.Lock()
-	f.c.read[f.name] += int64(n)
-	f.c.mu.Unlock()
-	return n, err
-}
 
 // dumpPairs writes n segments of 10 records, those of segments 2k and
 // 2k+1 of batch k, and returns their names and sizes.
@@ -96,7 +57,7 @@ func batchSel(t *testing.T, k int) *selection.Selection {
 func TestDryRunKeepsWhatItsPassReads(t *testing.T) {
 	st := memsink.New()
 	names, sizes := dumpPairs(t, st, 6)
-	bc := &segmentBytes{Store: st, read: map[string]int64{}}
+	bc := memsink.CountReads(st)
 	var delivered atomic.Int64
 	r := newRestorer(t, dlqdump.Config{Reader: bc, Queue: queueFunc(func(any) error { delivered.Add(1); return nil })})
 	ctx := context.Background()
@@ -109,7 +70,7 @@ func TestDryRunKeepsWhatItsPassReads(t *testing.T) {
 	if err != nil || rep.Delivered != 20 || delivered.Load() != 20 {
 		t.Fatalf("pass: %+v (%d delivered), %v", rep, delivered.Load(), err)
 	}
-	read := bc.take()
+	read := bc.Take()
 	for i, name := range names {
 		want := sizes[name] // planned
 		if i == 2 || i == 3 {
@@ -127,7 +88,7 @@ func TestDryRunKeepsWhatItsPassReads(t *testing.T) {
 		if _, err := r.Run(ctx, dlqdump.RunOptions{Select: sel, DryRun: true, KeepForPass: keep}); err != nil {
 			t.Fatal(err)
 		}
-		read = bc.take()
+		read = bc.Take()
 		want := sizes[names[4]]
 		if i == 1 {
 			want = 0 // kept by the dry run before

@@ -13,35 +13,6 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// segmentReads is a store that counts the bytes read from each segment.
-type segmentReads struct {
-	*memsink.Store
-	mu   sync.Mutex
-	read map[string]int64
-}
-
-func (c *segmentReads) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
-	f, err := c.Store.Open(ctx, area, name)
-	if err != nil {
-		return nil, err
-	}
-	return readsFile{File: f, c: c, name: name}, nil
-}
-
-type readsFile struct {
-	sink.File
-	c    *segmentReads
-	name string
-}
-
-func (f readsFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
-	f.c.mu.Lock()
-	f.c.read[f.name] += int64(n)
-	f.c.mu.Unlock()
-	return n, err
-}
-
 // A job reads each segment it selects from once for its dry run and its
 // pass together (the dry run keeps the small segments it read for the
 // pass), besides planning, which reads each segment of the store once; its
@@ -60,7 +31,7 @@ func TestJobReadsItsSegmentsOnce(t *testing.T) {
 		names = append(names, info.Name)
 		sizes[info.Name] = info.Size
 	}
-	sr := &segmentReads{Store: st, read: map[string]int64{}}
+	sr := memsink.CountReads(st)
 	js, err := jobs.Open(st)
 	if err != nil {
 		t.Fatal(err)
@@ -107,14 +78,13 @@ func TestJobReadsItsSegmentsOnce(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	sr.mu.Lock()
-	defer sr.mu.Unlock()
+	read := sr.Take()
 	for i, name := range names {
 		want := sizes[name] // planned
 		if i == 1 || i == 2 {
 			want *= 2 // and read by the dry run, for the pass too
 		}
-		if got := sr.read[name]; got != want {
+		if got := read[name]; got != want {
 			t.Errorf("segment %d: %d bytes read, want %d (its size %d)", i, got, want, sizes[name])
 		}
 	}
