@@ -53,8 +53,11 @@ type RunOptions struct {
 	// Area is where the pass takes segments from: AreaReady, or
 	// AreaQuarantine to release quarantined segments (those Segments
 	// names, or all) into the ready area one at a time and restore them,
-	// as dlqdump quarantine release and a restore would. Default
-	// AreaReady.
+	// as dlqdump quarantine release and a restore would. A segment whose
+	// claim record is held (its holder still ending its move to
+	// quarantine) stays there for a later pass (Report.Claimed); one whose
+	// holder decided that move and stopped before ending it has it ended
+	// first. Default AreaReady.
 	Area Area
 	// Rate, when positive, paces this pass alone to Rate items per
 	// second, on top of Config.RateLimit. Default 0: no pace of its own.

@@ -321,7 +321,11 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 				}
 			}
 			if err := r.release(ctx, si, &opts); err != nil {
-				errs = append(errs, err)
+				if errors.Is(err, ErrClaimed) {
+					rep.Claimed++ // settling in quarantine: a later pass releases it
+				} else {
+					errs = append(errs, err)
+				}
 				continue
 			}
 		}
