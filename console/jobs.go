@@ -318,7 +318,7 @@ func (h *Handler) handleRelease(w http.ResponseWriter, r *http.Request) {
 	}{Released: []string{}}
 	var errs []error
 	for _, name := range names {
-		err := inspect.Release(ctx, h.rd, name, func(a sink.Area, n string) string { return a.String() + "/" + n })
+		err := inspect.Release(ctx, h.rd, h.in.Claimer, name, func(a sink.Area, n string) string { return a.String() + "/" + n })
 		if err != nil {
 			errs = append(errs, err)
 			out.Failed = append(out.Failed, err.Error())

@@ -258,7 +258,10 @@ func (a *app) release(l *location, infos []sink.Info) error {
 		if a.interrupted() {
 			break
 		}
-		err := inspect.Release(a.ctx, l.reader, si.Name, l.segPath)
+		c, err := a.claimerOf(l)
+		if err == nil {
+			err = inspect.Release(a.ctx, l.reader, c, si.Name, l.segPath)
+		}
 		if err != nil {
 			if a.interrupted() && errors.Is(err, context.Canceled) {
 				return err
