@@ -1,13 +1,10 @@
 package selection
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -134,36 +131,6 @@ func Parse(expr string, o *Options) (*Selection, error) {
 	return newSelection(root, dec), nil
 }
 
-type tokKind uint8
-
-const (
-	tEOF tokKind = iota
-	tWord
-	tString
-	tPath
-	tOp
-	tLParen
-	tRParen
-	tComma
-)
-
-type token struct {
-	kind     tokKind
-	text     string // as written
-	val      string // a string's value
-	pos, end int
-}
-
-func (t token) describe() string {
-	switch t.kind {
-	case tEOF:
-		return "end"
-	case tString:
-		return "string " + t.text
-	}
-	return strconv.Quote(t.text)
-}
-
 type parser struct {
 	expr string
 	now  time.Time
@@ -173,121 +140,6 @@ type parser struct {
 
 func (p *parser) fail(t token, format string, args ...any) error {
 	return &Error{Expr: p.expr, Pos: t.pos, End: t.end, Msg: fmt.Sprintf(format, args...)}
-}
-
-// wordEnd reports whether r ends a word (outside strings).
-func wordEnd(r rune) bool {
-	return unicode.IsSpace(r) || strings.ContainsRune("()=!<>~,\"", r) || unicode.IsControl(r)
-}
-
-// next reads the next token into p.tok.
-func (p *parser) next() error {
-	s := p.expr
-	i := p.off
-	for i < len(s) {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !unicode.IsSpace(r) {
-			break
-		}
-		i += n
-	}
-	t := token{pos: i, end: i}
-	defer func() { p.off = t.end }()
-	if i >= len(s) {
-		t.kind = tEOF
-		p.tok = t
-		return nil
-	}
-	switch c := s[i]; {
-	case c == '(' || c == ')' || c == ',':
-		t.kind, t.end = map[byte]tokKind{'(': tLParen, ')': tRParen, ',': tComma}[c], i+1
-	case c == '"':
-		end, err := stringEnd(s, i)
-		if err != nil {
-			t.end = len(s)
-			p.tok = t
-			return p.fail(t, "%v", err)
-		}
-		t.kind, t.end = tString, end
-		if err := json.Unmarshal([]byte(s[i:end]), &t.val); err != nil {
-			p.tok = t
-			return p.fail(t, "not a JSON string: %v", err)
-		}
-	case c == '$':
-		end, err := pathEnd(s, i)
-		t.kind, t.end = tPath, end
-		if err != nil {
-			p.tok = t
-			return p.fail(t, "%v", err)
-		}
-	case strings.IndexByte("=!<>~", c) >= 0:
-		t.kind, t.end = tOp, i+1
-		if i+1 < len(s) && (s[i+1] == '=' && c != '=' && c != '~' || c == '!' && s[i+1] == '~') {
-			t.end = i + 2
-		}
-		if s[i:t.end] == "!" {
-			p.tok = t
-			return p.fail(t, "! alone: want != or !~ (or the word not)")
-		}
-	default:
-		if r, _ := utf8.DecodeRuneInString(s[i:]); unicode.IsControl(r) {
-			t.end = i + utf8.RuneLen(r)
-			p.tok = t
-			return p.fail(t, "unexpected character %U (quote it in a \"string\")", r)
-		}
-		j := i
-		for j < len(s) {
-			r, n := utf8.DecodeRuneInString(s[j:])
-			if wordEnd(r) {
-				break
-			}
-			j += n
-		}
-		t.kind, t.end = tWord, j
-	}
-	t.text = s[t.pos:t.end]
-	p.tok = t
-	return nil
-}
-
-// stringEnd returns the end of the JSON string starting at s[i].
-func stringEnd(s string, i int) (int, error) {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return 0, fmt.Errorf("a string without its closing quote")
-}
-
-// pathEnd returns the end of the JSON path starting at s[i] ('$'): the
-// first space or operator outside brackets.
-func pathEnd(s string, i int) (int, error) {
-	depth := 0
-	for j := i; j < len(s); j++ {
-		c := s[j]
-		switch {
-		case c == '[':
-			depth++
-		case c == ']':
-			depth--
-		case c == '"' && depth > 0:
-			end, err := stringEnd(s, j)
-			if err != nil {
-				return len(s), err
-			}
-			j = end - 1
-		case depth == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r' || strings.IndexByte("()=!<>~,", c) >= 0):
-			return j, nil
-		}
-	}
-	if depth > 0 {
-		return len(s), fmt.Errorf("a [ without ]")
-	}
-	return len(s), nil
 }
 
 func (p *parser) isWord(w string) bool { return p.tok.kind == tWord && p.tok.text == w }
@@ -616,62 +468,4 @@ func (f field) ops() string {
 		return "=, !=, in, ~, !~"
 	}
 	return "=, !=, in, ~, !~, like"
-}
-
-// timeLayouts are the absolute times a selection takes, UTC unless they
-// say otherwise.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
-
-// parseTime parses an absolute time or now-DURATION.
-func parseTime(s string, now time.Time) (time.Time, error) {
-	for _, layout := range timeLayouts {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	if s == "now" {
-		return now.UTC(), nil
-	}
-	if rest, ok := strings.CutPrefix(s, "now-"); ok {
-		d, err := ParseAgo(rest)
-		if err == nil {
-			return now.Add(-d).UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2026-03-01T12:00:00Z), 2026-03-01T12:00 (UTC), a date, or now-DURATION (now-90m, now-7d)", s)
-}
-
-// ParseAgo parses a Go duration, also taking the units d (24h) and w (7d),
-// e.g. "7d" or "1d12h". It is the duration of now-DURATION, and of the
-// command line's --since 7d.
-func ParseAgo(s string) (time.Duration, error) {
-	var total time.Duration
-	rest := s
-	for rest != "" {
-		i := strings.IndexAny(rest, "dw")
-		if i < 0 {
-			break
-		}
-		n, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil {
-			return 0, err
-		}
-		unit := 24 * time.Hour
-		if rest[i] == 'w' {
-			unit *= 7
-		}
-		total += time.Duration(n * float64(unit))
-		rest = rest[i+1:]
-	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil {
-			return 0, err
-		}
-		total += d
-	}
-	if total < 0 || s == "" {
-		return 0, strconv.ErrRange
-	}
-	return total, nil
 }

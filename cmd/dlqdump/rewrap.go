@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -194,142 +192,19 @@ var errNotEncrypted = errors.New("not encrypted")
 
 // rewrapOne rewraps one segment and returns the name of its copy.
 func (a *app) rewrapOne(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
-	switch si.Area {
-	case sink.AreaQuarantine:
+	if si.Area == sink.AreaQuarantine {
 		return "", fmt.Errorf("quarantined: release it first (dlqdump quarantine release)")
-	case sink.AreaArchive:
-		return a.rewrapArchived(l, si, recs)
 	}
-	ctx := a.ctx
-	claimer, err := a.claimerOf(l)
-	if err != nil {
-		return "", err
-	}
-	cl, err := claimer.Claim(ctx, si.Name)
-	if err != nil {
-		// A *claims.Finished says that its holder had decided to
-		// finish it (delete, archive, quarantine it) and stopped: that
-		// was completed instead.
-		return "", err
-	}
-	keep := claims.Keep(ctx, cl, a.logger())
-	ended := false
-	defer func() {
-		keep.Stop()
-		if !ended && !keep.Lost() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-			defer cancel()
-			_ = cl.Release(rctx)
-		}
-	}()
-	prog, err := claims.ParseProgress(cl.Progress())
-	switch {
-	case err != nil:
-		return "", err
-	case len(prog.Aside) > 0 || prog.Done:
-		return "", fmt.Errorf("a restore of it is finishing (records set aside, or done): restore it first")
-	}
-	finish := func() error {
-		keep.Stop()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if err := cl.Finish(fctx, claims.Destination{Delete: true}); err != nil {
-			return fmt.Errorf("the copy %s is published, but removing the original failed (a restorer taking it over removes it): %w", prog.Successor, err)
-		}
-		ended = true
-		return nil
-	}
-	if prog.Successor != "" {
-		// An earlier rewrap published its copy, or did not. The progress
-		// naming it must be that rewrap's, signed with the segment's key:
-		// anyone who can write to the store could name another segment.
-		if err := a.checkProgress(l, si, cl.Progress()); err != nil {
-			return "", err
-		}
-		if f, err := l.reader.Open(ctx, sink.AreaReady, prog.Successor); err == nil {
-			f.Close()
-			return prog.Successor, finish()
-		}
-	}
-	var newName string
-	// The copy is staged under a name of this claim's and published only
-	// if the claim still holds (claims.Claim.Publish): a rewrap that stalls
-	// past its lease never publishes its copy after a restorer took the
-	// original over.
-	stage := func(name string) (sink.SegmentWriter, error) {
-		return l.reader.Create(ctx, sink.AreaStaging, cl.StagedName(name))
-	}
-	publish := func(sw sink.SegmentWriter, c rewrapped) error {
-		// The progress moves to the copy, signed anew: only one that
-		// authenticates, or a progress forged in the store would be
-		// signed with the key.
-		if !prog.Empty() {
-			if err := claims.VerifyProgress(cl.Progress(), c.key, c.origID); err != nil {
-				return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
-			}
-		}
-		// The copy's record first: pending on the original, with the
-		// progress moved by the shift.
-		p := prog
-		p.Successor = ""
-		if p.Offset != 0 { // (0, 0) is the start in any segment
-			p.Offset += c.shift
-		}
-		rec := claims.Record{V: claims.Version, Rev: 1, State: claims.StatePending, Parent: si.Name, Written: time.Now().UTC()}
-		if p.Started() {
-			rec.Progress = p.MarshalSigned(c.key, c.copyID)
-		}
-		if err := a.putRecord(l, c.name, &rec); err != nil {
-			return err
-		}
-		if err := sw.Commit(ctx); err != nil {
-			return err
-		}
-		// Then, in one write of the claim's record, the original names
-		// its copy and the copy is published: a restorer taking the
-		// original over finds the copy in place and removes the original.
-		prog.Successor = c.name
-		newName = c.name
-		return keep.Publish(ctx, claims.Publication{Staged: cl.StagedName(c.name), Name: c.name, Area: sink.AreaReady}, prog.MarshalSigned(c.key, c.origID))
-	}
-	if err := a.rewrapCopy(l, si, recs, stage, publish); err != nil {
-		return "", err
-	}
-	return newName, finish()
-}
-
-// rewrapArchived rewraps an archived segment: no restorer takes it, so the
-// copy is published and the original deleted.
-func (a *app) rewrapArchived(l *location, si sink.Info, recs []envelope.Recipient) (string, error) {
-	var newName string
-	create := func(name string) (sink.SegmentWriter, error) { return l.reader.Create(a.ctx, si.Area, name) }
-	err := a.rewrapCopy(l, si, recs, create, func(sw sink.SegmentWriter, c rewrapped) error {
-		newName = c.name
-		return sw.Commit(a.ctx)
+	return a.replace(l, si, func(create func(string) (sink.SegmentWriter, error), publish func(sink.SegmentWriter, segCopy) error) error {
+		return a.rewrapCopy(l, si, recs, create, publish)
 	})
-	if err != nil {
-		return "", err
-	}
-	if err := l.reader.Delete(a.ctx, si.Area, si.Name); err != nil && !errors.Is(err, sink.ErrNotFound) {
-		return newName, fmt.Errorf("the copy %s is published, but deleting the original failed: %w", newName, err)
-	}
-	return newName, nil
-}
-
-// rewrapped describes the copy rewrapCopy wrote, for publish.
-type rewrapped struct {
-	name   string
-	shift  int64  // what the copy's offsets add to the original's
-	key    []byte // the data key, the same in both
-	origID segment.ID
-	copyID segment.ID
 }
 
 // rewrapCopy writes the copy of a segment with its key wrapped for recs into
 // the segment create starts for the copy's name, and calls publish to publish
 // it into the segment's area (publish commits sw), then reads the copy back:
 // its blocks must verify.
-func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, c rewrapped) error) error {
+func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, c segCopy) error) error {
 	ctx := a.ctx
 	f, err := l.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
@@ -367,7 +242,7 @@ func (a *app) rewrapCopy(l *location, si sink.Info, recs []envelope.Recipient, c
 	}
 	shift, err := segment.Rewrap(sw, sr, id, created, wrapped)
 	if err == nil {
-		err = publish(sw, rewrapped{name: name, shift: shift, key: sr.DataKey().Key, origID: sr.Header().ID, copyID: id})
+		err = publish(sw, segCopy{name: name, shift: shift, key: sr.DataKey().Key, origID: sr.Header().ID, copyID: id})
 	}
 	if err != nil {
 		_ = sw.Abort()

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -100,10 +98,7 @@ func (a *app) addSummaries(l *location, infos []sink.Info) error {
 }
 
 // summarizeOne gives one segment a summary and returns the name of its
-// copy: for a ready segment under a claim, the copy published pending on
-// the original which names it (as rewrap does, so that a restorer taking
-// the original over finishes it once the copy is there), then the original
-// removed.
+// copy (see replace).
 func (a *app) summarizeOne(l *location, si sink.Info) (string, error) {
 	if si.Area == sink.AreaQuarantine {
 		return "", fmt.Errorf("quarantined: release it first (dlqdump quarantine release)")
@@ -114,102 +109,9 @@ func (a *app) summarizeOne(l *location, si sink.Info) (string, error) {
 		}
 		return "", err
 	}
-	if si.Area == sink.AreaArchive {
-		var newName string
-		err := a.summarizeCopy(l, si, func(name string) (sink.SegmentWriter, error) { return l.reader.Create(a.ctx, si.Area, name) },
-			func(sw sink.SegmentWriter, c rewrapped) error { newName = c.name; return sw.Commit(a.ctx) })
-		if err != nil {
-			return "", err
-		}
-		if err := l.reader.Delete(a.ctx, si.Area, si.Name); err != nil && !errors.Is(err, sink.ErrNotFound) {
-			return newName, fmt.Errorf("the copy %s is published, but deleting the original failed: %w", newName, err)
-		}
-		return newName, nil
-	}
-	ctx := a.ctx
-	claimer, err := a.claimerOf(l)
-	if err != nil {
-		return "", err
-	}
-	cl, err := claimer.Claim(ctx, si.Name)
-	if err != nil {
-		return "", err
-	}
-	keep := claims.Keep(ctx, cl, a.logger())
-	ended := false
-	defer func() {
-		keep.Stop()
-		if !ended && !keep.Lost() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-			defer cancel()
-			_ = cl.Release(rctx)
-		}
-	}()
-	prog, err := claims.ParseProgress(cl.Progress())
-	switch {
-	case err != nil:
-		return "", err
-	case len(prog.Aside) > 0 || prog.Done:
-		return "", fmt.Errorf("a restore of it is finishing (records set aside, or done): restore it first")
-	}
-	finish := func() error {
-		keep.Stop()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if err := cl.Finish(fctx, claims.Destination{Delete: true}); err != nil {
-			return fmt.Errorf("the copy %s is published, but removing the original failed (a restorer taking it over removes it): %w", prog.Successor, err)
-		}
-		ended = true
-		return nil
-	}
-	if prog.Successor != "" {
-		// An earlier summarize or rewrap published its copy, or did not.
-		if err := a.checkProgress(l, si, cl.Progress()); err != nil {
-			return "", err
-		}
-		if f, err := l.reader.Open(ctx, sink.AreaReady, prog.Successor); err == nil {
-			f.Close()
-			return prog.Successor, finish()
-		}
-	}
-	var newName string
-	stage := func(name string) (sink.SegmentWriter, error) {
-		return l.reader.Create(ctx, sink.AreaStaging, cl.StagedName(name))
-	}
-	marshal := func(p claims.Progress, key []byte, id segment.ID) []byte {
-		if key == nil {
-			return p.Marshal()
-		}
-		return p.MarshalSigned(key, id)
-	}
-	publish := func(sw sink.SegmentWriter, c rewrapped) error {
-		if !prog.Empty() && c.key != nil {
-			if err := claims.VerifyProgress(cl.Progress(), c.key, c.origID); err != nil {
-				return fmt.Errorf("%w: restore it first (a restorer moves it to quarantine)", err)
-			}
-		}
-		// The copy's record first, pending on the original, with the
-		// progress: its blocks are at the same offsets.
-		p := prog
-		p.Successor = ""
-		rec := claims.Record{V: claims.Version, Rev: 1, State: claims.StatePending, Parent: si.Name, Written: time.Now().UTC()}
-		if p.Started() {
-			rec.Progress = marshal(p, c.key, c.copyID)
-		}
-		if err := a.putRecord(l, c.name, &rec); err != nil {
-			return err
-		}
-		if err := sw.Commit(ctx); err != nil {
-			return err
-		}
-		prog.Successor = c.name
-		newName = c.name
-		return keep.Publish(ctx, claims.Publication{Staged: cl.StagedName(c.name), Name: c.name, Area: sink.AreaReady}, marshal(prog, c.key, c.origID))
-	}
-	if err := a.summarizeCopy(l, si, stage, publish); err != nil {
-		return "", err
-	}
-	return newName, finish()
+	return a.replace(l, si, func(create func(string) (sink.SegmentWriter, error), publish func(sink.SegmentWriter, segCopy) error) error {
+		return a.summarizeCopy(l, si, create, publish)
+	})
 }
 
 // hasSummary reports whether a segment has a summary.
@@ -230,7 +132,7 @@ func (a *app) hasSummary(l *location, si sink.Info) (bool, error) {
 // create starts for the copy's name, and calls publish to publish it
 // (publish commits sw), then reads the copy back: its blocks must verify
 // and its summary read.
-func (a *app) summarizeCopy(l *location, si sink.Info, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, c rewrapped) error) error {
+func (a *app) summarizeCopy(l *location, si sink.Info, create func(name string) (sink.SegmentWriter, error), publish func(sw sink.SegmentWriter, c segCopy) error) error {
 	ctx := a.ctx
 	f, err := l.reader.Open(ctx, si.Area, si.Name)
 	if err != nil {
@@ -255,7 +157,7 @@ func (a *app) summarizeCopy(l *location, si sink.Info, create func(name string) 
 	if err != nil {
 		return fmt.Errorf("create %s: %w", l.segPath(si.Area, name), err)
 	}
-	c := rewrapped{name: name, origID: sr.Header().ID, copyID: id}
+	c := segCopy{name: name, origID: sr.Header().ID, copyID: id}
 	if dk := sr.DataKey(); dk != nil {
 		c.key = dk.Key
 	}
