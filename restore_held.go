@@ -39,7 +39,9 @@ func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []str
 			if opts.Limit > 0 && rep.Delivered+rep.Quarantined >= opts.Limit {
 				return false, nil
 			}
+			began := time.Now()
 			err := r.awaitRelease(ctx, opts, name, until, attempt)
+			r.log.Debug("waited for a segment held by another restorer", slog.String("segment", name), slog.Duration("waited", time.Since(began)), slog.Bool("released", err == nil))
 			switch {
 			case ctx.Err() != nil:
 				return true, ctx.Err()

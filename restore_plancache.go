@@ -2,6 +2,7 @@ package dlqdump
 
 import (
 	"context"
+	"reflect"
 	"sync"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -18,6 +19,16 @@ import (
 // dry run before its pass) open each segment to plan it once, not once
 // per pass: on S3, the requests of a plan are those of the segments not
 // seen before.
+
+// The Restorers of one process over one store (a jobs.Runner's, given one
+// Reader) share what they planned unencrypted segments with: their header,
+// footer and summary are the same bytes for every Restorer, whatever its
+// keys, so a store is planned once per process, not once per Restorer
+// (12 times in the jobs one-store benchmark's process of 3 runners of 4).
+// What an encrypted segment's plan holds depends on the Restorer's keys (a
+// sealed summary is read only with the data key): it stays the Restorer's
+// own, as does everything a Restorer with Encryption.RequireEncrypted
+// plans (it refuses unencrypted segments that others plan).
 
 // planCacheBytes bounds the summaries and indexes a Restorer keeps for its
 // plans; past it the oldest are let go. A summary larger than a quarter of
@@ -79,7 +90,7 @@ func (c *planCache) put(k planKey, p *planInfo) {
 // cache or read (nil when it cannot be opened or read: it may match).
 func (r *Restorer) planInfoOf(ctx context.Context, area sink.Area, name string) *planInfo {
 	k := planKey{area, name}
-	if p := r.plans.get(k); p != nil {
+	if p := r.plannedWith(area, name); p != nil {
 		return p
 	}
 	f, err := r.c.Reader.Open(ctx, area, name)
@@ -97,17 +108,79 @@ func (r *Restorer) planInfoOf(ctx context.Context, area sink.Area, name string) 
 		return p // not sealed: not kept
 	}
 	p.size = 256 + len(p.footer.Blocks)*64 + sum.Size()*2
-	r.plans.put(k, p)
+	if r.shared != nil && !p.hdr.Encrypted {
+		r.shared.cache.put(k, p)
+	} else {
+		r.plans.put(k, p)
+	}
 	return p
 }
 
+// sharedPlans is the plan cache of the Restorers over one Reader, with the
+// number of open Restorers using it.
+type sharedPlans struct {
+	reader sink.Reader
+	cache  planCache
+	refs   int
+}
+
+var (
+	sharedMu    sync.Mutex
+	sharedByRdr = map[sink.Reader]*sharedPlans{}
+)
+
+// joinPlans returns the plan cache the Restorers over reader share, nil
+// when reader cannot be told apart from others by comparing it (its
+// dynamic value is not comparable) or the Restorer requires encrypted
+// segments. leavePlans lets it go.
+func joinPlans(reader sink.Reader, requireEncrypted bool) *sharedPlans {
+	if reader == nil || requireEncrypted || !reflect.ValueOf(reader).Comparable() {
+		return nil
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	sp := sharedByRdr[reader]
+	if sp == nil {
+		sp = &sharedPlans{reader: reader}
+		sharedByRdr[reader] = sp
+	}
+	sp.refs++
+	return sp
+}
+
+// leavePlans ends a Restorer's use of sp; the last one out lets it go.
+func leavePlans(sp *sharedPlans) {
+	if sp == nil {
+		return
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sp.refs--; sp.refs == 0 {
+		delete(sharedByRdr, sp.reader)
+	}
+}
+
+// plannedWith returns what segment name in area was planned with, if it is
+// kept (nil: it is not), without reading anything.
+func (r *Restorer) plannedWith(area sink.Area, name string) *planInfo {
+	k := planKey{area, name}
+	if p := r.plans.get(k); p != nil {
+		return p
+	}
+	if r.shared != nil {
+		return r.shared.cache.get(k)
+	}
+	return nil
+}
+
 // rulesOut reports whether sel can select no record of segment name in
-// area, by what its header, footer and summary say.
+// area, by what its header, footer and summary say: of the segment as a
+// whole, or of each of its blocks.
 func (r *Restorer) rulesOut(ctx context.Context, area sink.Area, name string, sel *selection.Selection) bool {
 	p := r.planInfoOf(ctx, area, name)
 	if p == nil {
 		return false
 	}
 	hdr := p.hdr
-	return sel.SkipSegment(&selection.Segment{Area: area, Name: name, Header: &hdr, Footer: p.footer, Summary: p.sum})
+	return sel.Plan(&selection.Segment{Area: area, Name: name, Header: &hdr, Footer: p.footer, Summary: p.sum}).Skip
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
+	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/memsink"
 	"github.com/dlqdump/dlqdump/selection"
 )
@@ -49,6 +50,63 @@ func TestSelectivePassesPlanFromWhatWasRead(t *testing.T) {
 		}
 		if n := cc.opens.Load(); n != want {
 			t.Fatalf("pass %d and its dry run opened %d segments, want %d", k, n, want)
+		}
+	}
+}
+
+// The Restorers over one Reader (a jobs.Runner's) share what they planned
+// the unencrypted segments with: a store is planned once per process, not
+// once per Restorer (before, the jobs one-store benchmark's 12 Restorers
+// each opened the store's 71 segments to plan them, 12 times the store's
+// bytes). An encrypted segment's plan (its sealed summary is read with its
+// data key) stays each Restorer's own, and Restorers over another Reader
+// plan for themselves.
+func TestRestorersOverOneReaderShareTheirPlans(t *testing.T) {
+	st := memsink.New()
+	dump := func(batch int, enc *dlqdump.Encryption) {
+		q := newQueue(t, dlqdump.Config{Writer: st.Writer(), Capacity: dlqdump.Megabyte, Encryption: enc})
+		for i := range 10 {
+			if err := q.Enqueue(dlqdump.Envelope{Item: fmt.Sprintf("%d/%d", batch, i), Headers: dlqdump.Headers{"batch": fmt.Sprint(batch)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := newIdentity(t)
+	for s := range 20 {
+		dump(s, nil)
+	}
+	for s := 20; s < 25; s++ {
+		dump(s, &dlqdump.Encryption{Recipients: []envelope.Recipient{id.Recipient()}})
+	}
+	cc, other := &callCounter{Store: st}, &callCounter{Store: st}
+	restorer := func(rd *callCounter) *dlqdump.Restorer {
+		return newRestorer(t, dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{AsString: true}, Queue: queueFunc(func(any) error { return nil }),
+			Encryption: &dlqdump.Encryption{Identities: []envelope.Identity{id}}})
+	}
+	for i, c := range []struct {
+		rd    *callCounter
+		batch int
+		opens int64
+	}{
+		{cc, 0, 25 + 1},    // the first plans every segment
+		{cc, 1, 5 + 1},     // the second, over the same Reader: the encrypted ones only
+		{other, 2, 23 + 1}, // over another Reader: every segment left
+	} {
+		r := restorer(c.rd)
+		sel, err := selection.Parse(fmt.Sprintf("batch = %d", c.batch), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rd.opens.Store(0)
+		rep, err := r.Run(context.Background(), dlqdump.RunOptions{Select: sel})
+		if err != nil || rep.Delivered != 10 {
+			t.Fatalf("Restorer %d: %+v, %v", i, rep, err)
+		}
+		if n := c.rd.opens.Load(); n != c.opens {
+			t.Errorf("Restorer %d opened %d segments, want %d", i, n, c.opens)
 		}
 	}
 }

@@ -53,19 +53,12 @@ func (g *segRun) readRemainder() error {
 			return err
 		}
 	}
-	if g.in != nil && !g.holding {
-		// Its blocks are read one at a time, each as large as the
-		// Restorer allows: read as one segment at a time was, holding
-		// the delivery token to the last (restore_memory.go).
-		if err := g.r.takeDelivery(g.ctx); err != nil {
-			if g.lost() {
-				return err
-			}
-			return g.stop(segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}, err)
-		}
-		g.holding = true
-		defer func() { g.holding = false; g.r.giveDelivery() }()
+	release, err := g.holdOneAtATime()
+	if err != nil {
+		return err
 	}
+	defer release()
+	plan := g.blockPlan() // a block none of whose records it can select is not read (restore_skip.go)
 	g.rescan, g.pending = true, g.prog.Aside
 	g.prog.Aside, g.prog.Skipped = nil, 0
 	defer func() { g.rescan, g.current, g.pending = false, nil, nil }()
@@ -76,6 +69,15 @@ func (g *segRun) readRemainder() error {
 		n := 1
 		for n < len(g.pending) && g.pending[n].Offset == off {
 			n++
+		}
+		if !g.mayHold(plan, off) {
+			for _, a := range g.pending[:n] {
+				g.prog.Aside = append(g.prog.Aside, a) // left as they were
+				g.prog.Skipped += a.Records()
+				g.rep.Skipped += a.Records()
+			}
+			g.pending = g.pending[n:]
+			continue
 		}
 		g.current, g.pending = g.pending[:n], g.pending[n:]
 		g.cursor = g.current[0].From
@@ -128,6 +130,26 @@ func (g *segRun) remainderBlock(b *segment.Block, off int64) error {
 		}
 	}
 	return nil
+}
+
+// holdOneAtATime takes the delivery token for the rest of the run, when it
+// is one of a pipeline's segments in flight, for a run that reads its
+// blocks one at a time (readRemainder, readPlanned), each as large as the
+// Restorer allows: read as one segment at a time was, holding the token to
+// the last (restore_memory.go). release gives it back; a run stopped while
+// it waits stops where it is.
+func (g *segRun) holdOneAtATime() (release func(), err error) {
+	if g.in == nil || g.holding {
+		return func() {}, nil
+	}
+	if err := g.r.takeDelivery(g.ctx); err != nil {
+		if g.lost() {
+			return nil, err
+		}
+		return nil, g.stop(segment.Position{Offset: g.prog.Offset, Seq: g.prog.Seq}, err)
+	}
+	g.holding = true
+	return func() { g.holding = false; g.r.giveDelivery() }, nil
 }
 
 // leftHas reports whether record seq of the block being read is one the

@@ -261,6 +261,9 @@ func (g *segRun) readBlocks() error {
 	if err := g.sr.Seek(pos); err != nil {
 		return g.quarantineWhole("progress", "its checkpoint is outside the segment: "+err.Error(), 0)
 	}
+	if plan := g.blockPlan(); plan != nil {
+		return g.readPlanned(plan) // blocks it cannot select from are not read (restore_skip.go)
+	}
 	opts, alone := g.streamOptions()
 	g.setAhead(opts, alone)
 	if alone {

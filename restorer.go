@@ -58,7 +58,8 @@ type Restorer struct {
 
 	restored, retried, quarantined, bytes atomic.Uint64
 	status                                atomic.Pointer[storeStatus]
-	plans                                 planCache // what selective passes planned segments with (restore_plancache.go)
+	plans                                 planCache    // what selective passes planned segments with (restore_plancache.go)
+	shared                                *sharedPlans // what they planned unencrypted segments with, shared by the Restorers over the Reader; nil: none
 	lastErr                               atomic.Pointer[error]
 }
 
@@ -74,20 +75,26 @@ func (r *Restorer) passNames(ctx context.Context, opts *RunOptions) ([]string, e
 		slices.Sort(names)
 		return slices.Compact(names), nil
 	}
+	staging := r.sweepStaging(ctx, opts.DryRun)
 	st, err := r.refresh(ctx)
 	if err != nil {
+		staging.Wait()
 		return nil, err
 	}
 	if st.missing != nil {
+		staging.Wait()
 		return nil, fmt.Errorf("dlqdump: restore: nothing to restore: %w", st.missing)
 	}
 	if !opts.DryRun {
 		r.sweep(ctx, st.orphans)
 	}
+	staging.Wait()
 	opts.after = func() {
 		if ctx.Err() != nil {
 			return // the status loop refreshes; a cancelled pass returns now
 		}
+		staging := r.sweepStaging(ctx, opts.DryRun)
+		defer staging.Wait()
 		st, err := r.refresh(ctx)
 		if err != nil {
 			r.log.Debug("refreshing the store's status after a pass failed", slog.Any("error", err))
@@ -98,6 +105,23 @@ func (r *Restorer) passNames(ctx context.Context, opts *RunOptions) ([]string, e
 		}
 	}
 	return st.readyNames, nil
+}
+
+// sweepStaging removes, in the background, what was staged for a claim that
+// ended before publishing it (unless dry): it does not depend on the
+// store's listings, so its own listing's round trip overlaps theirs
+// instead of following them at every pass's start and end. The caller
+// waits for it before the pass's runs start (or before it returns).
+func (r *Restorer) sweepStaging(ctx context.Context, dry bool) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if !dry {
+		wg.Go(func() {
+			if _, err := r.claimer.SweepStaging(ctx); err != nil {
+				r.log.Debug("removing staged segments that will not be published failed", slog.Any("error", err))
+			}
+		})
+	}
+	return &wg
 }
 
 // ProgressEvery is how often, at most, RunOptions.OnProgress is called
@@ -141,6 +165,7 @@ func NewRestorer(config *Config) (*Restorer, error) {
 	}
 	r.status.Store(&storeStatus{})
 	r.closing, r.close = context.WithCancel(context.Background())
+	r.shared = joinPlans(c.Reader, c.Encryption != nil && c.Encryption.RequireEncrypted)
 	return r, nil
 }
 
@@ -320,12 +345,9 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 // sweep removes the records of segments that are neither ready nor
 // quarantined, left by restorers that could not finish removing them (most
 // are those of segments other restorers are finishing, still held: one
-// read each, SegmentsInFlight at once), and what was staged for a claim that
-// ended before publishing it.
+// read each, SegmentsInFlight at once). What was staged for a claim that
+// ended before publishing it is swept beside the listings (sweepStaging).
 func (r *Restorer) sweep(ctx context.Context, names []string) {
-	if _, err := r.claimer.SweepStaging(ctx); err != nil {
-		r.log.Debug("removing staged segments that will not be published failed", slog.Any("error", err))
-	}
 	r.each(names, func(name string) {
 		removed, err := r.claimer.Sweep(ctx, name)
 		switch {
@@ -474,6 +496,7 @@ func (r *Restorer) Shutdown(ctx context.Context) error {
 	r.stopping.Store(true)
 	cancel := r.bgCancel
 	r.mu.Unlock()
+	leavePlans(r.shared) // its passes still running keep using it
 	r.close()
 	// Wait for a pass in progress (background or not) to stop.
 	select {

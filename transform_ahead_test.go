@@ -74,10 +74,22 @@ func (d *orderedDest) Enqueue(x any) error {
 // order (with Concurrency 1), once, fixed as one at a time does, and
 // quarantines the same.
 func TestTransformAhead(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepLayout=%v", keep), func(t *testing.T) { transformAhead(t, keep) })
+	}
+}
+
+// transformAhead runs TestTransformAhead; with keep, the fix is made in
+// place in the block's bytes (transform.Options.KeepLayout).
+func transformAhead(t *testing.T, keep bool) {
 	const n = 20_000
-	jq, err := transform.CompileJQ(`.payload.email |= ascii_downcase`, nil)
+	jq, err := transform.CompileJQ(`.payload.email |= ascii_downcase`, &transform.Options{KeepLayout: keep})
 	if err != nil {
 		t.Fatal(err)
+	}
+	format := `{"email":"user%d@example.com","n":%d}`
+	if keep {
+		format = `{"n":%[2]d,"email":"user%[1]d@example.com"}`
 	}
 	want := map[int]string{}
 	for _, tc := range []struct{ workers, concurrency int }{{0, 1}, {4, 1}, {3, 4}} {
@@ -96,15 +108,22 @@ func TestTransformAhead(t *testing.T) {
 		for i, p := range dest.seen {
 			if workers == 0 {
 				want[i] = p
-				if w := fmt.Sprintf(`{"email":"user%d@example.com","n":%d}`, i, i); p != w {
+				if w := fmt.Sprintf(format, i, i); p != w {
 					t.Fatalf("record %d delivered as %s, want %s", i, p, w)
 				}
 			} else if p != want[i] {
 				t.Fatalf("record %d delivered as %s ahead, %s one at a time", i, p, want[i])
 			}
 		}
-		if quar := readDir(t, filepath.Join(dir, fs.QuarantineDir)); len(quar) != n/500 {
+		quar := readDir(t, filepath.Join(dir, fs.QuarantineDir))
+		if len(quar) != n/500 {
 			t.Fatalf("workers %d: %d records quarantined", workers, len(quar))
+		}
+		for _, q := range quar { // as stored
+			var i int
+			if _, err := fmt.Sscanf(q.Payload, `{"n":%d,`, &i); err != nil || q.Payload != fmt.Sprintf(`{"n":%d,"email":%d}`, i, i) {
+				t.Fatalf("workers %d: quarantined %s, not as stored", workers, q.Payload)
+			}
 		}
 	}
 }

@@ -73,6 +73,7 @@ func TestErrorGroupsBrowser(t *testing.T) {
 		t.Errorf("a bad program's preview says %q", got)
 	}
 	b.set("#job-jq", `.payload.order.email |= ascii_downcase | .headers.fixed = "email"`)
+	b.run("keep the payloads' layout", chromedp.Click("#job-jq-keep"))
 	b.run("preview", chromedp.Click("#job-preview-go"))
 	b.wait("the diffs", `document.querySelectorAll('#job-preview pre').length === 3`)
 	diff := b.text("#job-preview pre")
@@ -87,7 +88,7 @@ func TestErrorGroupsBrowser(t *testing.T) {
 	}
 	b.view("console-preview.png")
 	b.run("review the job", chromedp.Click("#job-next"))
-	b.confirm(`error like "payment gateway timeout after <num>ms"`, "ascii_downcase", "10,050 records")
+	b.confirm(`error like "payment gateway timeout after <num>ms"`, "ascii_downcase", "keeping each payload's layout", "10,050 records")
 	b.wait("the job on the page", `window.consoleState.tab === 'jobs' && window.consoleState.jobs.length === 1`)
 	var job jobs.Job
 	for j, err := range st.List(context.Background()) {
@@ -96,7 +97,7 @@ func TestErrorGroupsBrowser(t *testing.T) {
 		}
 		job = j
 	}
-	if job.Spec.Select != `error like "payment gateway timeout after <num>ms"` || !strings.Contains(job.Spec.JQ, "ascii_downcase") || job.Spec.Area != "ready" {
+	if job.Spec.Select != `error like "payment gateway timeout after <num>ms"` || !strings.Contains(job.Spec.JQ, "ascii_downcase") || !job.Spec.JQKeepLayout || job.Spec.Area != "ready" {
 		t.Fatalf("the job in the store: %+v", job.Spec)
 	}
 }

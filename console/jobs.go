@@ -191,19 +191,22 @@ func (h *Handler) jobOf(j *jobs.Job, runners []jobs.RunnerInfo, now time.Time) j
 
 // createJob is the body of POST api/jobs: a restore job over a selection.
 type createJob struct {
-	ID          string            `json:"id"`
-	At          time.Time         `json:"at"`
-	Rate        float64           `json:"rate"`
-	Area        string            `json:"area"`
-	Since       time.Time         `json:"since"`
-	Until       time.Time         `json:"until"`
-	Where       map[string]string `json:"where"`
-	Select      string            `json:"select"` // an expression (docs/SELECT.md)
-	JQ          string            `json:"jq"`     // a jq program (package transform)
-	Segments    []string          `json:"segments"`
-	Limit       uint64            `json:"limit"`
-	Destination string            `json:"destination"`
-	Reason      string            `json:"reason"` // for the change log
+	ID     string            `json:"id"`
+	At     time.Time         `json:"at"`
+	Rate   float64           `json:"rate"`
+	Area   string            `json:"area"`
+	Since  time.Time         `json:"since"`
+	Until  time.Time         `json:"until"`
+	Where  map[string]string `json:"where"`
+	Select string            `json:"select"` // an expression (docs/SELECT.md)
+	JQ     string            `json:"jq"`     // a jq program (package transform)
+	// JQKeepLayout keeps each payload's layout where the program changes
+	// fields that are there (jobs.Spec.JQKeepLayout).
+	JQKeepLayout bool     `json:"jq_keep_layout"`
+	Segments     []string `json:"segments"`
+	Limit        uint64   `json:"limit"`
+	Destination  string   `json:"destination"`
+	Reason       string   `json:"reason"` // for the change log
 }
 
 func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +219,7 @@ func (h *Handler) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select, JQ: c.JQ,
+	spec := jobs.Spec{ID: c.ID, At: c.At, Rate: c.Rate, Area: c.Area, Since: c.Since, Until: c.Until, Where: c.Where, Select: c.Select, JQ: c.JQ, JQKeepLayout: c.JQKeepLayout,
 		Segments: c.Segments, Limit: c.Limit, Destination: c.Destination}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()

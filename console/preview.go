@@ -49,8 +49,9 @@ type badJQ struct {
 const maxPreview = 20
 
 // handlePreview answers GET api/preview: the parameters of a search, jq=
-// the program, n= how many records changed or refused to show (default 3,
-// at most 20). Only who may create a job (an operator) runs a program
+// the program, keep=1 to keep the payloads' layout (transform.Options.
+// KeepLayout, as the job would), n= how many records changed or refused to
+// show (default 3, at most 20). Only who may create a job (an operator) runs a program
 // here: it may take a second and the memory it wants per record.
 func (h *Handler) handlePreview(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
@@ -59,7 +60,7 @@ func (h *Handler) handlePreview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), "%v", err)
 		return
 	}
-	jq, err := transform.CompileJQ(v.Get("jq"), nil)
+	jq, err := transform.CompileJQ(v.Get("jq"), &transform.Options{KeepLayout: v.Get("keep") == "1"})
 	if err != nil {
 		b := badJQ{Error: err.Error()}
 		var je *transform.Error

@@ -76,6 +76,19 @@ func TestErrorsAndPreviewAPI(t *testing.T) {
 	if refused == 0 || changed == 0 {
 		t.Errorf("%d refused, %d changed", refused, changed)
 	}
+	// The preview runs the program as the job would, keeping the layout.
+	q.Set("keep", "1")
+	if code := getJSON(t, srv, "preview", q, &pv); code != http.StatusOK || len(pv.Changes) != 4 {
+		t.Fatalf("preview keeping the layout: %d %+v", code, pv)
+	}
+	// A job keeps the option; it is refused without a program.
+	hdr := map[string]string{"X-Dlqdump-Token": token(t, srv), "Origin": srv.URL, "Sec-Fetch-Site": "same-origin"}
+	if code, body := postJSON(t, srv, "jobs", hdr, `{"id":"keep","jq":".payload.fixed = true","jq_keep_layout":true}`); code != http.StatusCreated || !strings.Contains(body, `"jq_keep_layout":true`) {
+		t.Errorf("a job keeping the layout: %d %s", code, body)
+	}
+	if code, body := postJSON(t, srv, "jobs", hdr, `{"id":"keep-no-jq","jq_keep_layout":true}`); code != http.StatusBadRequest || !strings.Contains(body, "JQKeepLayout") {
+		t.Errorf("keeping the layout without a program: %d %s", code, body)
+	}
 	var jqErr struct {
 		Error  string `json:"error"`
 		Column int    `json:"column"`

@@ -30,6 +30,9 @@ func (s *Spec) Describe() string {
 	}
 	if s.JQ != "" {
 		fmt.Fprintf(&b, " through jq %s", s.JQ)
+		if s.JQKeepLayout {
+			b.WriteString(" (layout kept)")
+		}
 	}
 	if !s.Since.IsZero() {
 		fmt.Fprintf(&b, " since %s", s.Since.Format(time.RFC3339))

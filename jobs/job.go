@@ -89,6 +89,13 @@ type Spec struct {
 	// column, and the job keeps it as given. Default "": records are
 	// delivered as stored.
 	JQ string `json:"jq,omitempty"`
+	// JQKeepLayout runs JQ with transform.Options.KeepLayout: the payloads
+	// the fast path changes keep their stored bytes but for what the
+	// program changes (the same JSON value as gojq's, not gojq's bytes:
+	// keys sorted, compact), which costs a fraction of writing gojq's
+	// bytes. Create refuses it without a JQ. Default false: every payload
+	// is written as gojq writes it.
+	JQKeepLayout bool `json:"jq_keep_layout,omitempty"`
 	// Segments restricts the job to these segments. Default: all.
 	Segments []string `json:"segments,omitempty"`
 	// Limit ends the job once this many records were delivered or
@@ -271,6 +278,8 @@ func (s *Spec) validate(now time.Time) error {
 		if _, err := transform.CompileJQ(s.JQ, nil); err != nil {
 			return fmt.Errorf("%w: job JQ: %w", dlqdump.ErrConfig, err)
 		}
+	} else if s.JQKeepLayout {
+		return bad("JQKeepLayout", "is set without a JQ program to run")
 	}
 	for _, n := range s.Segments {
 		if n == "" || strings.ContainsAny(n, `/\`) {
@@ -330,7 +339,7 @@ func (s *Spec) due(t time.Time) time.Time {
 // equal reports whether two specs ask for the same job.
 func (s *Spec) equal(o *Spec) bool {
 	return s.ID == o.ID && s.At.Equal(o.At) && slices.Equal(s.Windows, o.Windows) && s.TimeZone == o.TimeZone &&
-		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select && s.JQ == o.JQ &&
+		s.Since.Equal(o.Since) && s.Until.Equal(o.Until) && maps.Equal(s.Where, o.Where) && s.Select == o.Select && s.JQ == o.JQ && s.JQKeepLayout == o.JQKeepLayout &&
 		slices.Equal(s.Segments, o.Segments) && s.Limit == o.Limit && s.Rate == o.Rate &&
 		s.Destination == o.Destination && s.Area == o.Area && s.MaxAttempts == o.MaxAttempts && s.FailAfter == o.FailAfter
 }
@@ -352,7 +361,7 @@ func (s *Spec) runOptions() (dlqdump.RunOptions, error) {
 		o.Select = sel
 	}
 	if s.JQ != "" {
-		jq, err := transform.CompileJQ(s.JQ, nil)
+		jq, err := transform.CompileJQ(s.JQ, &transform.Options{KeepLayout: s.JQKeepLayout})
 		if err != nil {
 			return o, fmt.Errorf("%w: job JQ: %w", dlqdump.ErrConfig, err)
 		}

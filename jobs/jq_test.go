@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,5 +40,46 @@ func TestJobJQ(t *testing.T) {
 	var je *transform.Error
 	if !errors.Is(err, dlqdump.ErrConfig) || !errors.As(err, &je) || je.Column() != 13 || !strings.Contains(err.Error(), "job JQ") {
 		t.Fatalf("a bad JQ: %v", err)
+	}
+}
+
+// A job keeps JQKeepLayout and runs its program with it: the payloads it
+// changes keep their stored layout but for the field; Create refuses it
+// without a program.
+func TestJobJQKeepLayout(t *testing.T) {
+	st := memsink.New()
+	q, err := dlqdump.NewQueue(&dlqdump.Config{Writer: st.Writer(), Capacity: 64 * dlqdump.Kilobyte})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := q.Enqueue(fmt.Sprintf(`{"z": %d, "email":"User%d@EXAMPLE.com","a":true}`, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := &dest{}
+	js, rn := newRunner(t, st, d, 1)
+	spec := jobs.Spec{ID: "keep", JQ: `.payload.email |= ascii_downcase`, JQKeepLayout: true}
+	if _, err := js.Create(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, js, "keep")
+	if j.State != jobs.Completed || j.Delivered != 20 || !j.Spec.JQKeepLayout || !strings.Contains(j.Spec.Describe(), "(layout kept)") {
+		t.Fatalf("job %+v", j)
+	}
+	for i := range 20 {
+		if want := fmt.Sprintf(`{"z": %d, "email":"user%d@example.com","a":true}`, i, i); d.got[want] != 1 {
+			t.Fatalf("%s not delivered: %v", want, d.got)
+		}
+	}
+	_, err = js.Create(t.Context(), jobs.Spec{JQKeepLayout: true})
+	if !errors.Is(err, dlqdump.ErrConfig) || !strings.Contains(err.Error(), "JQKeepLayout") {
+		t.Fatalf("JQKeepLayout without JQ: %v", err)
 	}
 }

@@ -487,8 +487,9 @@ func popcount(b []byte) int {
 // summary is a *CorruptError (Block -1); the summary of an encrypted
 // segment read without its key is an error wrapping ErrNoKey. Either way a
 // caller reads the segment as if it had none: a summary only ever lets a
-// reader skip. It is read with one read of its bytes, once, and kept; the
-// Summary stays valid when the Reader is done with.
+// reader skip. It is read once, and kept: taken from what the Reader read
+// with its footer (a small segment is read whole), or else with one read of
+// its bytes; the Summary stays valid when the Reader is done with.
 func (r *Reader) Summary() (*Summary, error) {
 	if r.sumDone {
 		return r.sum, r.sumErr
@@ -504,7 +505,10 @@ func (r *Reader) readSummary() (*Summary, error) {
 		return nil, nil
 	}
 	b := make([]byte, ft.SummaryBytes) // checked against the segment's size by readFooter
-	if got, err := r.src.ReadAt(b, r.end); int64(got) < ft.SummaryBytes {
+	if r.end >= r.winOff && r.end+ft.SummaryBytes <= r.winOff+int64(len(r.win)) {
+		// Read with the footer (a small segment is read whole at once).
+		copy(b, r.win[r.end-r.winOff:])
+	} else if got, err := r.src.ReadAt(b, r.end); int64(got) < ft.SummaryBytes {
 		return nil, r.ioError(r.end, len(b), err)
 	}
 	var open func(aad, sealed []byte, counter uint32) ([]byte, error)

@@ -514,3 +514,43 @@ func TestAddSummary(t *testing.T) {
 		}
 	}
 }
+
+// readCounter counts the bytes read through ReadAt.
+type readCounter struct {
+	r *bytes.Reader
+	n int
+}
+
+func (c *readCounter) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += n
+	return n, err
+}
+
+// The summary of a segment the Reader read whole when it opened it (one
+// read of up to 256 KiB) is taken from those bytes, not read again: a
+// restore job's plan of a small segment read its summary twice (the
+// segment, then its summary: 1.25 times its bytes).
+func TestSummaryOfASmallSegmentIsNotReadAgain(t *testing.T) {
+	recs := summaryRecs(500)
+	data := writeRecords(t, CodecNone, &WriterOptions{Summarize: true, BlockSize: 16 << 10}, recs)
+	if len(data) > readAhead {
+		t.Fatalf("a segment of %d bytes: not small", len(data))
+	}
+	c := &readCounter{r: bytes.NewReader(data)}
+	r, err := NewReader(c, int64(len(data)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Summary()
+	if err != nil || s == nil || s.Blocks() != len(r.Footer().Blocks) {
+		t.Fatalf("summary %v, %v", s, err)
+	}
+	if c.n != len(data) {
+		t.Errorf("opening the segment and reading its summary read %d bytes, the segment has %d", c.n, len(data))
+	}
+	vals, exact, present := s.Values("reason")
+	if !exact || !present || len(vals) != 3 {
+		t.Fatalf("Values(reason) = %v %v %v", vals, exact, present)
+	}
+}

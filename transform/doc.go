@@ -42,6 +42,8 @@
 // result or error. Every other program runs on gojq. With
 // Options.KeepLayout the fast path keeps the payload's bytes but for what
 // the program changes (the same JSON value, not gojq's bytes), cheaper
-// still. JQ.Apply lets a Restorer run the program on several goroutines
+// still: a change of members that are there takes one scan of the payload
+// and is made in place when the new values keep their lengths (restore
+// --jq-keep-layout, a job's Spec.JQKeepLayout). JQ.Apply lets a Restorer run the program on several goroutines
 // ahead of the deliveries (dlqdump.RunOptions.TransformWorkers).
 package transform

@@ -28,6 +28,7 @@ import (
 // fastProgram is a program the fast path applies.
 type fastProgram struct {
 	keep    bool       // Options.KeepLayout: the payload's bytes kept but for the edits (canon_keep.go)
+	splice  bool       // keep, and the payload's edits are spliced when they can be (keep_scan.go)
 	payload *edit      // nil: the payload is only rewritten as gojq prints it
 	headers []headerOp // in the program's order
 	sources []path     // read from the record before the edits
@@ -365,6 +366,8 @@ func asciiCase(lo, hi byte, d int) modFn {
 }
 
 // apply runs the fast program on r; false (r unchanged) when it gives up.
+// With KeepLayout, an edit that keeps the length of the value it changes
+// changes r.Payload's bytes in place (as a dlqdump.Transform may).
 func (fp *fastProgram) apply(r *dlqdump.Replay) bool {
 	var srcs [][]byte
 	if len(fp.sources) > 0 {
@@ -379,12 +382,18 @@ func (fp *fastProgram) apply(r *dlqdump.Replay) bool {
 	}
 	var payload []byte
 	var ok bool
+	var sp *splicer // the payload's edits spliced in once the headers' are done
 	switch {
 	case fp.keep && fp.payload == nil:
-		var end int
-		end, ok = skipValue(r.Payload, skipSpace(r.Payload, 0), 0) // checked, kept
-		ok = ok && skipSpace(r.Payload, end) == len(r.Payload)
+		_, ok = scanEdits(r.Payload, nil, nil) // checked, kept
 		payload = r.Payload
+	case fp.splice:
+		sp = splicers.Get().(*splicer)
+		defer splicers.Put(sp)
+		if ok = sp.plan(r.Payload, fp.payload, srcs); !ok {
+			sp = nil
+			payload, ok = keepRewrite(r.Payload, fp.payload, srcs)
+		}
 	case fp.keep:
 		payload, ok = keepRewrite(r.Payload, fp.payload, srcs)
 	default:
@@ -404,6 +413,9 @@ func (fp *fastProgram) apply(r *dlqdump.Replay) bool {
 				return false
 			}
 		}
+	}
+	if sp != nil {
+		payload = sp.apply(r.Payload) // in place when the lengths are kept: nothing can fail after this
 	}
 	r.Payload, r.Headers = payload, headers
 	return true

@@ -4,6 +4,7 @@ package transform
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -19,12 +20,16 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// genEvent is one of gen's events (gen.New(1).Events), the payload of the
+// root package's BenchmarkTransform.
+const genEvent = `{"id":"evt_d452f5f6de33405d","ts":"2026-11-22T10:15:00.026Z","type":"payment.failed","user":{"id":5048945,"name":"Elena Dubois","email":"e.Dubois15@shop.example.org"},"amount":{"value":8813.28,"currency":"EUR"},"attempt":3,"error":"deadline exceeded","items":[]}`
+
 // BenchmarkFastPath: one record of gen's events through the fast path and
 // through gojq.
 //
 //	go test -run '^$' -bench BenchmarkFastPath ./transform
 func BenchmarkFastPath(b *testing.B) {
-	payload := []byte(seedPayloads[0])
+	payload := []byte(genEvent)
 	for _, tc := range []struct {
 		name, prog string
 		o          *Options
@@ -47,4 +52,28 @@ func BenchmarkFastPath(b *testing.B) {
 			b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkScan: checking one of gen's events is one JSON value, by the
+// fast path's scan (keep_scan.go) and by encoding/json.
+//
+//	go test -run '^$' -bench BenchmarkScan ./transform
+func BenchmarkScan(b *testing.B) {
+	payload := []byte(genEvent)
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			if _, ok := scanEdits(payload, nil, nil); !ok {
+				b.Fatal("not JSON")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			if !json.Valid(payload) {
+				b.Fatal("not JSON")
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -300,12 +301,20 @@ func TestSpecial(t *testing.T) {
 				b[k] = byte(rng.IntN(256))
 			}
 		}
-		want := false
-		for _, c := range b {
+		want, first := false, 8
+		for k, c := range b {
+			if strClass[c] != 0 && !want {
+				first = k
+			}
 			want = want || strClass[c] != 0
 		}
-		if x := binary.LittleEndian.Uint64(b[:]); special(x) != want {
+		x := binary.LittleEndian.Uint64(b[:])
+		if special(x) != want {
 			t.Fatalf("special(%q) = %v", b, !want)
+		}
+		// The lowest bit specials sets is the first special byte's.
+		if got := bits.TrailingZeros64(specials(x)) >> 3; got != first {
+			t.Fatalf("specials(%q): the first special byte at %d, want %d", b, got, first)
 		}
 	}
 }

@@ -22,12 +22,15 @@ type Options struct {
 	Timeout time.Duration
 	// KeepLayout delivers the payloads the fast path changes (see the
 	// package's doc) with their bytes as stored but for what the program
-	// changes: the key order, spacing and escapes of the rest are kept,
-	// and the objects on the way to a change are written compactly. The
-	// payload is the JSON value gojq gives, not gojq's bytes (keys sorted,
-	// compact), which the records the fast path leaves to gojq still get.
-	// It is about three times cheaper than writing gojq's bytes. Default
-	// false: every payload is written as gojq writes it.
+	// changes: the key order, spacing and escapes of the rest are kept
+	// (when the program creates or deletes a member, the objects on the
+	// way to it are written compactly). The payload is the JSON value
+	// gojq gives, not gojq's bytes (keys sorted, compact), which the
+	// records the fast path leaves to gojq still get. A change of members
+	// that are there is made in one scan of the payload, in place when
+	// the new values are as long as the old ones (ascii_downcase, say):
+	// several times cheaper than writing gojq's bytes (docs/BENCHMARKS.md).
+	// Default false: every payload is written as gojq writes it.
 	KeepLayout bool
 }
 
@@ -81,6 +84,7 @@ func CompileJQ(expr string, o *Options) (*JQ, error) {
 	}
 	if j.fast = compileFast(q); j.fast != nil && o != nil {
 		j.fast.keep = o.KeepLayout
+		j.fast.splice = o.KeepLayout && splices(j.fast.payload, 0)
 	}
 	return j, nil
 }
@@ -125,7 +129,9 @@ var errTimeout = errors.New("took longer than the time a record may take")
 
 // Transform runs the program on r and changes r to what it returns (a
 // dlqdump.Transform). Its error is the program's on this record (the
-// Restorer quarantines the record with it), or ctx's.
+// Restorer quarantines the record with it), or ctx's; r is unchanged then.
+// With Options.KeepLayout it may change r.Payload's bytes in place, as a
+// dlqdump.Transform may: give it a copy of bytes that must stay as they are.
 func (j *JQ) Transform(ctx context.Context, r *dlqdump.Replay) error {
 	if j.fast != nil && j.fast.apply(r) {
 		return nil

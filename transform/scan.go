@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -46,9 +47,15 @@ const (
 // is in a string: a control character (below 0x20), a quote, a
 // backslash, DEL or a non-ASCII byte (0x7f and above: x+1 or x has its
 // high bit).
-func special(x uint64) bool {
+func special(x uint64) bool { return specials(x) != 0 }
+
+// specials returns the high bits special sets: the lowest set one is that
+// of the first special byte of x (little-endian). A borrow or a carry
+// only goes from a byte that is special to the bytes above it, so the
+// bits above the lowest may be set for bytes that are not.
+func specials(x uint64) uint64 {
 	q, bs := x^(ones*'"'), x^(ones*'\\')
-	return ((x-ones*0x20)&^x|(q-ones)&^q|(bs-ones)&^bs|x|(x+ones))&highs != 0
+	return ((x-ones*0x20)&^x | (q-ones)&^q | (bs-ones)&^bs | x | (x + ones)) & highs
 }
 
 // scanString checks the string at doc[i:] (a '"') and returns the index
@@ -57,7 +64,12 @@ func scanString(doc []byte, i int) (end int, plain, ok bool) {
 	plain = true
 	ascii := true
 	for j := i + 1; j < len(doc); j++ {
-		for j+8 <= len(doc) && !special(binary.LittleEndian.Uint64(doc[j:])) {
+		for j+8 <= len(doc) {
+			m := specials(binary.LittleEndian.Uint64(doc[j:]))
+			if m != 0 {
+				j += bits.TrailingZeros64(m) >> 3 // the first special byte
+				break
+			}
 			j += 8 // eight bytes written as they are
 		}
 		if j >= len(doc) {
@@ -128,35 +140,41 @@ func numberEnd(doc []byte, i int) (int, bool) {
 	if doc[j] == '-' {
 		j++
 	}
-	digits := func() bool {
-		k := j
-		for j < len(doc) && doc[j] >= '0' && doc[j] <= '9' {
-			j++
-		}
-		return j > k
-	}
 	switch {
 	case j < len(doc) && doc[j] == '0':
 		j++
-	case !digits():
+	case j < len(doc) && doc[j] >= '1' && doc[j] <= '9':
+		j = digitsEnd(doc, j+1)
+	default:
 		return i, false
 	}
 	if j < len(doc) && doc[j] == '.' {
-		j++
-		if !digits() {
+		k := digitsEnd(doc, j+1)
+		if k == j+1 {
 			return i, false
 		}
+		j = k
 	}
 	if j < len(doc) && (doc[j] == 'e' || doc[j] == 'E') {
 		j++
 		if j < len(doc) && (doc[j] == '+' || doc[j] == '-') {
 			j++
 		}
-		if !digits() {
+		k := digitsEnd(doc, j)
+		if k == j {
 			return i, false
 		}
+		j = k
 	}
 	return j, true
+}
+
+// digitsEnd returns the index after the digits at doc[j:].
+func digitsEnd(doc []byte, j int) int {
+	for j < len(doc) && doc[j] >= '0' && doc[j] <= '9' {
+		j++
+	}
+	return j
 }
 
 // literalEnd returns the index after the true, false or null at doc[i:]

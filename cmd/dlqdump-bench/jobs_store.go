@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -24,9 +25,12 @@ import (
 // batches, run by -runners runners of -restorers Restorers each, all due at
 // the same second. It prints a job's duration (from its start to its end)
 // at p50, p90 and max against the ideal (-batch / -rate), how late the
-// jobs started, the passes in all (a job's Attempts), and what was read:
-// the records the passes read and left (the jobs' Skipped), and the
-// segments' bytes read, as a multiple of the store.
+// jobs started, the passes in all (a job's Attempts), the records the
+// passes left to others (the jobs' Skipped: read and not selected, or in
+// blocks not read, which nothing they select can be in), what was read:
+// the segments' bytes, as a multiple of the store; and how long passes
+// waited for segments other jobs held (their number and the time in all):
+// jobs over one segment take turns on it.
 //
 //	go run ./cmd/dlqdump-bench jobs one-store -runs 3
 func benchJobsOneStore(args []string) error {
@@ -40,7 +44,7 @@ func benchJobsOneStore(args []string) error {
 	runs := fl.Int("runs", 1, "runs, each on a store of its own")
 	_ = fl.Parse(args)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords read and left\tsegment bytes read\t")
+	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords left\tsegment bytes read\twaits for held segments\t")
 	for run := range *runs {
 		row, err := benchJobsOneStoreRun(*nJobs, *batch, *perSeg, *rateF, *runners, *restorers)
 		if err != nil {
@@ -113,6 +117,7 @@ func benchJobsOneStoreRun(nJobs, batch, perSeg int, rateF float64, nRunners, nRe
 		segments++
 	}
 	read := &atomic.Int64{}
+	waits := &waitCounter{}
 	rd := countingReader{Reader: &fs.Reader{Directory: dir}, n: read}
 	js, err := jobs.Open(rd.Reader)
 	if err != nil {
@@ -128,7 +133,7 @@ func benchJobsOneStoreRun(nJobs, batch, perSeg int, rateF float64, nRunners, nRe
 	for range nRunners {
 		var rs []*dlqdump.Restorer
 		for range nRestorers {
-			r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{AsString: true}, Queue: discard{}})
+			r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: rd, Decoder: decoder.Fallthrough{AsString: true}, Queue: discard{}, Logger: slog.New(waits)})
 			if err != nil {
 				return "", err
 			}
@@ -174,7 +179,32 @@ func benchJobsOneStoreRun(nJobs, batch, perSeg int, rateF float64, nRunners, nRe
 		return d[min(len(d)-1, len(d)*p/100)].Round(10 * time.Millisecond).String()
 	}
 	ideal := time.Duration(float64(batch) / rateF * float64(time.Second))
-	return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f× the store\t",
+	return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f× the store\t%d, %s\t",
 		nJobs, segments, ideal, q(durs, 50), q(durs, 90), q(durs, 100), q(fromDue, 50), q(fromDue, 90), q(lates, 90), passes, most, left,
-		float64(read.Load())/float64(storeBytes)), nil
+		float64(read.Load())/float64(storeBytes), waits.n.Load(), time.Duration(waits.d.Load()).Round(10*time.Millisecond)), nil
 }
+
+// waitCounter is a slog.Handler that counts the Restorers' waits for
+// segments other restorers held, and sums how long they took.
+type waitCounter struct {
+	n, d atomic.Int64
+}
+
+func (w *waitCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w *waitCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "waited for a segment held by another restorer" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "waited" {
+			w.n.Add(1)
+			w.d.Add(int64(a.Value.Duration()))
+		}
+		return true
+	})
+	return nil
+}
+
+func (w *waitCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *waitCounter) WithGroup(string) slog.Handler      { return w }

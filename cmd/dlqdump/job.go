@@ -88,7 +88,7 @@ func newJobCreateCmd(a *app) *cobra.Command {
 				return err
 			}
 			spec := jobs.Spec{ID: id, Windows: windows, TimeZone: tz, Since: flt.since, Until: flt.until, Where: flt.where, Select: flt.expr.String(),
-				JQ: jq.expr, Limit: limit, Rate: rate, Destination: dest, Area: area}
+				JQ: jq.expr, JQKeepLayout: jq.keep, Limit: limit, Rate: rate, Destination: dest, Area: area}
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
@@ -273,6 +273,9 @@ func (a *app) showJob(st *jobs.Store, j *jobs.Job) error {
 	t.add("destination", fmt.Sprintf("%q", dest))
 	if j.Spec.JQ != "" {
 		t.add("jq", j.Spec.JQ)
+		if j.Spec.JQKeepLayout {
+			t.add("jq layout", "kept (--jq-keep-layout)")
+		}
 	}
 	if w := a.waiting(st, j); w != "" {
 		t.add("waiting", w)

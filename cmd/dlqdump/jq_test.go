@@ -71,3 +71,22 @@ func TestRestoreJQ(t *testing.T) {
 		t.Errorf("job show: %s", r)
 	}
 }
+
+// --jq-keep-layout delivers the payloads with their stored layout but for
+// the field the program changes, and a job created with it keeps it.
+func TestRestoreJQKeepLayout(t *testing.T) {
+	dir := dumpJSON(t, 20, nil)
+	const prog = `.payload.email |= ascii_downcase`
+	r := cli(t, exitUndelivered, "restore", dir, "--jq", prog, "--jq-keep-layout")
+	if n := strings.Count(r.stdout, `"payload":"{\"n\":`); n != 18 || !strings.Contains(r.stdout, `"{\"n\":0,\"email\":\"user0@example.com\"}"`) || strings.Contains(r.stdout, "EXAMPLE") {
+		t.Errorf("restore --jq --jq-keep-layout delivered:\n%s", r.stdout)
+	}
+	r = cli(t, exitUsage, "restore", dir, "--jq-keep-layout")
+	if !strings.Contains(r.stderr, "--jq-keep-layout: without --jq") {
+		t.Errorf("--jq-keep-layout alone: %s", r)
+	}
+	id := strings.TrimSpace(cli(t, 0, "job", "create", dir, "--jq", prog, "--jq-keep-layout").stdout)
+	if r := cli(t, 0, "job", "show", dir, id); !strings.Contains(r.stdout, "kept (--jq-keep-layout)") {
+		t.Errorf("job show: %s", r)
+	}
+}

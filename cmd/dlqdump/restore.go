@@ -106,7 +106,11 @@ it changed, e.g. '.payload.email |= ascii_downcase' or
 program fails on (error("why"), no result, a type error) is quarantined
 with the error. With --dry-run, the first --sample records it changes or
 refuses are shown as a unified diff of their JSON, before and after. A
-program that does not compile is refused naming the column.
+program that does not compile is refused naming the column. A changed
+payload is written as gojq writes JSON (keys sorted, compact);
+--jq-keep-layout keeps its stored bytes but for what the program changes
+(the same JSON value), and a simple field fix then costs a fraction of
+writing the JSON again.
 
 With --to nats://HOST:PORT/SUBJECT or --to kafka://HOST:PORT/TOPIC (in the
 dlqdump built by the brokers module: cd brokers && go run ./cmd/build-dlqdump),

@@ -610,12 +610,13 @@ async function newJob() {
     if (sel) spec.select = sel;
     const jq = $('job-jq').value.trim();
     if (jq) spec.jq = jq;
+    if (jq && $('job-jq-keep').checked) spec.jq_keep_layout = true;
     const at = $('job-at').value;
     if (at) spec.at = toUTC(at);
     const lines = ['The job restores ' + selectionText(spec.area, sel) + (spec.limit ? ' (at most ' + fmtNum(spec.limit) + ')' : '') + '.',
       'Velocity: ' + (spec.rate ? spec.rate + ' records per second' : "the runner's own pace") + '. Destination: ' + (spec.destination || "the runner's default") + '.',
       'Starts: ' + (spec.at ? fmtTime(spec.at) + ' (UTC)' : 'now') + ', on a runner that serves the destination (dlqdump job run, or a program\'s jobs.Runner).',
-      spec.jq ? 'Each record goes through the jq program ' + spec.jq + ' on its way; a record it fails on is quarantined with the error. The stored records do not change.' : 'Records are delivered as stored.',
+      spec.jq ? 'Each record goes through the jq program ' + spec.jq + ' on its way' + (spec.jq_keep_layout ? ', keeping each payload\'s layout' : '') + '; a record it fails on is quarantined with the error. The stored records do not change.' : 'Records are delivered as stored.',
       $('job-count').textContent];
     const ok = await confirmAction('Start a restore job?', lines);
     if (!ok) return;

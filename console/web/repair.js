@@ -114,6 +114,7 @@ async function preview() {
   if (!jq) { box.append(el('p', {class: 'note', text: 'Give a jq program to preview, e.g. .payload.order.email |= ascii_downcase'})); return; }
   const p = new URLSearchParams(R.preview || searchParams());
   p.set('jq', jq);
+  if ($('job-jq-keep').checked) p.set('keep', '1');
   p.set('n', '3');
   box.append(el('p', {class: 'note', text: 'Running the program on the first records of the selection…'}));
   let r;

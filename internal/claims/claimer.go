@@ -124,8 +124,28 @@ func (c *Claimer) Owner() string { return c.owner }
 // its lease, or released the claim after deciding) is not the caller's to
 // work on: Claim completes that finish and returns a *Finished.
 func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
+	return c.claimFrom(ctx, name, nil)
+}
+
+// claimFrom is Claim whose first decision is on read, the record as a
+// failed write just read it, when not nil: a lost claim costs that read,
+// not a second one.
+func (c *Claimer) claimFrom(ctx context.Context, name string, read *readRecord) (*Claim, error) {
 	for attempt := 0; ; attempt++ {
-		cl, err := c.try(ctx, name)
+		var (
+			cl  *Claim
+			err error
+		)
+		if read != nil {
+			cl, err = c.tryRead(ctx, name, *read)
+			read = nil
+		} else {
+			cl, err = c.try(ctx, name)
+		}
+		var again *retryRead
+		if errors.As(err, &again) {
+			read = &again.read
+		}
 		if !errors.Is(err, errRetry) || attempt >= 2 {
 			if errors.Is(err, errRetry) {
 				err = fmt.Errorf("%w: segment %s: its record kept changing", ErrClaimed, name)
@@ -136,6 +156,20 @@ func (c *Claimer) Claim(ctx context.Context, name string) (*Claim, error) {
 }
 
 var errRetry = errors.New("retry")
+
+// readRecord is a record as ReadRecord returned it.
+type readRecord struct {
+	data    []byte
+	version string
+	err     error
+}
+
+// retryRead is errRetry with the record the failed write read: the next
+// attempt decides on it instead of reading it again.
+type retryRead struct{ read readRecord }
+
+func (*retryRead) Error() string { return errRetry.Error() }
+func (*retryRead) Unwrap() error { return errRetry }
 
 // Check tells what Claim would do now, without writing anything: the error
 // Claim would fail with (ErrClaimed for a live claim, ...), or the progress
@@ -153,7 +187,13 @@ func (c *Claimer) Check(ctx context.Context, name string) (progress json.RawMess
 }
 
 func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
-	prev, version, err := c.decide(ctx, name)
+	data, version, err := c.recs.ReadRecord(ctx, name)
+	return c.tryRead(ctx, name, readRecord{data, version, err})
+}
+
+// tryRead is try deciding on the record as read.
+func (c *Claimer) tryRead(ctx context.Context, name string, read readRecord) (*Claim, error) {
+	prev, version, err := c.decideOn(ctx, name, read.data, read.version, read.err)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +204,11 @@ func (c *Claimer) try(ctx context.Context, name string) (*Claim, error) {
 // the record to take over (zero if none) and its version ("" if none).
 func (c *Claimer) decide(ctx context.Context, name string) (prev Record, version string, err error) {
 	data, version, err := c.recs.ReadRecord(ctx, name)
+	return c.decideOn(ctx, name, data, version, err)
+}
+
+// decideOn is decide on the record as ReadRecord returned it.
+func (c *Claimer) decideOn(ctx context.Context, name string, data []byte, version string, err error) (prev Record, _ string, _ error) {
 	switch {
 	case errors.Is(err, sink.ErrNotFound):
 		version = ""
@@ -215,6 +260,10 @@ func (c *Claimer) decide(ctx context.Context, name string) (prev Record, version
 func (c *Claimer) ClaimNew(ctx context.Context, name string) (*Claim, error) {
 	cl, err := c.take(ctx, name, Record{}, "")
 	if errors.Is(err, errRetry) {
+		var again *retryRead
+		if errors.As(err, &again) {
+			return c.claimFrom(ctx, name, &again.read)
+		}
 		return c.Claim(ctx, name)
 	}
 	return cl, err
@@ -239,6 +288,12 @@ func (c *Claimer) take(ctx context.Context, name string, prev Record, version st
 		cur, curVersion, rerr := c.recs.ReadRecord(ctx, name)
 		if rerr != nil || string(cur) != string(b) {
 			if errors.Is(err, sink.ErrConflict) {
+				// Another wrote it first: the next attempt decides on
+				// what was just read (a read failure other than a
+				// missing record is read again).
+				if rerr == nil || errors.Is(rerr, sink.ErrNotFound) {
+					return nil, &retryRead{readRecord{cur, curVersion, rerr}}
+				}
 				return nil, errRetry
 			}
 			return nil, fmt.Errorf("dlqdump: claim %s: write record: %w", name, err)

@@ -516,3 +516,35 @@ func TestAsideFrom(t *testing.T) {
 		t.Errorf("plain Since(15) = %+v %v", got, ok)
 	}
 }
+
+// LeaveRun lists a block's records from a record on, unread, after the
+// records set aside before it: the progress parses back as it was, and a
+// run per block counts towards Full as SetAside's do.
+func TestLeaveRun(t *testing.T) {
+	var p Progress
+	p.SetAside(64, 3, false, "")
+	p.SetAside(64, 5, true, "refused")
+	p.LeaveRun(64, 7, 100)
+	p.LeaveRun(4000, 100, 163)
+	p.Offset, p.Seq = 6000, 163
+	q, err := ParseProgress(p.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left uint64
+	for _, a := range q.Aside {
+		if !a.Quarantine {
+			left += a.Records()
+		}
+	}
+	if len(q.Aside) != 4 || left != 1+93+63 || !q.Aside[3].Has(162) || q.Aside[3].Has(163) {
+		t.Fatalf("parsed %+v: %d left", q.Aside, left)
+	}
+	var f Progress
+	for i := range MaxAside {
+		f.LeaveRun(int64(64+i*100), uint64(i*10), uint64(i*10+10))
+	}
+	if !f.Full() {
+		t.Errorf("%d runs: not full", len(f.Aside))
+	}
+}

@@ -185,6 +185,18 @@ func (p *Progress) SetAside(offset int64, seq uint64, quarantine bool, reason st
 	p.size += runSize(0)
 }
 
+// LeaveRun adds the records [from, to) of the block at offset to Aside as a
+// run left by the filters (not for quarantine), after the runs there: a
+// block a selective pass did not read, because nothing in it can be
+// selected.
+func (p *Progress) LeaveRun(offset int64, from, to uint64) {
+	if p.size < 0 {
+		p.Full() // count what was parsed
+	}
+	p.Aside = append(p.Aside, Aside{Offset: offset, From: from, To: to})
+	p.size += runSize(0)
+}
+
 // add extends the run to seq (>= To), masking the records in between out.
 func (a *Aside) add(seq uint64) {
 	if seq == a.To && a.Mask == nil {

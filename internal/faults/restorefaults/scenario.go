@@ -103,7 +103,9 @@ func Seed(p *Place, v Variant) (*seeded, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts := &segment.WriterOptions{BlockSize: blockSize}
+		// Act's segments carry summaries, as a Queue's do: its passes
+		// by record ID read only the blocks that may hold one.
+		opts := &segment.WriterOptions{BlockSize: blockSize, Summarize: v.Act}
 		if recipient != nil {
 			if opts.Key, err = envelope.NewDataKey(ctx, recipient); err != nil {
 				return nil, err
