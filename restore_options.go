@@ -40,6 +40,14 @@ type RunOptions struct {
 	// segment's progress says, and changes nothing: no claim, no delivery,
 	// no side segment, no checkpoint.
 	DryRun bool
+	// KeepForPass, with DryRun, keeps in memory the bytes of the segments
+	// the dry run opens that are small enough to be read whole anyway (up
+	// to 256 KiB each, 4 MiB in all), for the Restorer's next Run: that
+	// pass (a restore job's after its estimate) claims and opens each
+	// segment as it would, then reads it from what was kept instead of
+	// the store, and lets them all go when it returns (as does Close).
+	// Default false: a dry run keeps nothing.
+	KeepForPass bool
 	// Segments restricts the pass to these segment names.
 	Segments []string
 	// Area is where the pass takes segments from: AreaReady, or

@@ -88,11 +88,29 @@ func (c *planCache) put(k planKey, p *planInfo) {
 
 // planInfoOf returns what segment name in area is planned with, from the
 // cache or read (nil when it cannot be opened or read: it may match).
+// Restorers sharing plans that plan one segment at the same moment read it
+// once: the others wait for what the first reads (planFlights).
 func (r *Restorer) planInfoOf(ctx context.Context, area sink.Area, name string) *planInfo {
-	k := planKey{area, name}
 	if p := r.plannedWith(area, name); p != nil {
 		return p
 	}
+	if r.shared == nil {
+		return r.readPlanInfo(ctx, area, name)
+	}
+	p, first := r.shared.flights.do(ctx, planKey{area, name}, func() *planInfo { return r.readPlanInfo(ctx, area, name) })
+	if !first && (p == nil || p.hdr.Encrypted) {
+		// The first could not read it (its context, say), or it is
+		// encrypted: what its plan holds depends on the keys, read
+		// with this Restorer's own.
+		return r.readPlanInfo(ctx, area, name)
+	}
+	return p
+}
+
+// readPlanInfo reads what segment name in area is planned with and keeps it
+// (nil when it cannot be opened or read).
+func (r *Restorer) readPlanInfo(ctx context.Context, area sink.Area, name string) *planInfo {
+	k := planKey{area, name}
 	f, err := r.c.Reader.Open(ctx, area, name)
 	if err != nil {
 		return nil
@@ -119,9 +137,10 @@ func (r *Restorer) planInfoOf(ctx context.Context, area sink.Area, name string) 
 // sharedPlans is the plan cache of the Restorers over one Reader, with the
 // number of open Restorers using it.
 type sharedPlans struct {
-	reader sink.Reader
-	cache  planCache
-	refs   int
+	reader  sink.Reader
+	cache   planCache
+	flights planFlights
+	refs    int
 }
 
 var (

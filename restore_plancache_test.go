@@ -3,6 +3,8 @@ package dlqdump_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dlqdump/dlqdump"
@@ -10,6 +12,7 @@ import (
 	"github.com/dlqdump/dlqdump/envelope"
 	"github.com/dlqdump/dlqdump/internal/memsink"
 	"github.com/dlqdump/dlqdump/selection"
+	"github.com/dlqdump/dlqdump/sink"
 )
 
 // Many selective passes over one store (restore jobs: each its selection,
@@ -108,5 +111,83 @@ func TestRestorersOverOneReaderShareTheirPlans(t *testing.T) {
 		if n := c.rd.opens.Load(); n != c.opens {
 			t.Errorf("Restorer %d opened %d segments, want %d", i, n, c.opens)
 		}
+	}
+}
+
+// gatedOpens is a store that counts the opens of each segment; the first
+// open of segment gated waits for release (entered closed), and its second
+// closes second.
+type gatedOpens struct {
+	*memsink.Store
+	gated                   string
+	entered, release, again chan struct{}
+	mu                      sync.Mutex
+	opens                   map[string]int
+}
+
+func (g *gatedOpens) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	g.mu.Lock()
+	g.opens[name]++
+	n := g.opens[name]
+	g.mu.Unlock()
+	if name == g.gated {
+		switch n {
+		case 1:
+			close(g.entered)
+			<-g.release
+		case 2:
+			close(g.again)
+		}
+	}
+	return g.Store.Open(ctx, area, name)
+}
+
+// Restorers sharing their plans that plan one segment at the same moment
+// read it once: the second waits for what the first reads. Before, each
+// read it (the jobs one-store benchmark's Restorers, starting the jobs due
+// at one second together, planned some segments twice: 1.0 to 1.4 times
+// the store).
+func TestRestorersPlanningOneSegmentAtOnceReadItOnce(t *testing.T) {
+	st := memsink.New()
+	names, _ := dumpPairs(t, st, 6) // batch 2 in segments 4 and 5
+	g := &gatedOpens{Store: st, gated: names[0], entered: make(chan struct{}), release: make(chan struct{}), again: make(chan struct{}), opens: map[string]int{}}
+	var delivered atomic.Int64
+	restorer := func() *dlqdump.Restorer {
+		return newRestorer(t, dlqdump.Config{Reader: g, Queue: queueFunc(func(any) error { delivered.Add(1); return nil })})
+	}
+	a, b := restorer(), restorer()
+	sel := batchSel(t, 2)
+	type result struct {
+		rep dlqdump.Report
+		err error
+	}
+	results := make(chan result, 2)
+	run := func(r *dlqdump.Restorer) {
+		rep, err := r.Run(context.Background(), dlqdump.RunOptions{Select: sel})
+		results <- result{rep, err}
+	}
+	go run(a)
+	<-g.entered // a reads segment 0 to plan it
+	waiting := make(chan struct{})
+	var once sync.Once
+	defer dlqdump.OnPlanWait(func() { once.Do(func() { close(waiting) }) })()
+	go run(b)
+	select {
+	case <-waiting: // b waits for a's read
+	case <-g.again: // b reads it too
+	}
+	close(g.release)
+	for range 2 {
+		if res := <-results; res.err != nil {
+			t.Fatalf("a pass: %+v, %v", res.rep, res.err)
+		}
+	}
+	if n := delivered.Load(); n != 20 {
+		t.Errorf("%d delivered, want batch 2's 20", n)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := g.opens[names[0]]; n != 1 {
+		t.Errorf("segment 0 was opened %d times to plan it, want 1", n)
 	}
 }

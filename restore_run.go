@@ -230,6 +230,7 @@ func (g *segRun) open() (done bool, err error) {
 	if err != nil {
 		return true, err
 	}
+	g.f = g.keptOrKeep(g.f) // read from what a dry run kept (restore_kept.go)
 	g.sr, err = segment.NewReaderContext(g.ctx, g.f, g.f.Size(), g.r.readerOptions(g.name))
 	if err != nil {
 		var ce *segment.CorruptError

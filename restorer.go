@@ -60,6 +60,7 @@ type Restorer struct {
 	status                                atomic.Pointer[storeStatus]
 	plans                                 planCache    // what selective passes planned segments with (restore_plancache.go)
 	shared                                *sharedPlans // what they planned unencrypted segments with, shared by the Restorers over the Reader; nil: none
+	kept                                  keptSegments // small segments a dry run read, for the next Run (restore_kept.go)
 	lastErr                               atomic.Pointer[error]
 }
 
@@ -201,6 +202,11 @@ func (r *Restorer) Run(ctx context.Context, opts RunOptions) (Report, error) {
 		defer func() { <-r.run }()
 	case <-ctx.Done():
 		return rep, ctx.Err()
+	}
+	if opts.DryRun && opts.KeepForPass {
+		r.kept.clear() // what an earlier dry run kept goes: this one keeps its own
+	} else {
+		defer r.kept.clear() // what a dry run kept is for this Run (restore_kept.go)
 	}
 	if !opts.DryRun && !r.recovered {
 		if err := recoverSink(ctx, r.c.Reader, r.log, r.mw); err != nil {
@@ -510,6 +516,7 @@ func (r *Restorer) Shutdown(ctx context.Context) error {
 		}
 		return ctx.Err()
 	}
+	r.kept.clear() // what a dry run kept for a pass that will not come
 	if cancel != nil {
 		cancel()
 		done := make(chan struct{})

@@ -218,14 +218,18 @@ func (x *execution) options(spec Spec) dlqdump.RunOptions {
 }
 
 // estimate estimates what is left by a dry run over the store, once: a job
-// over named segments reads them only to deliver. A stop (a request, the
-// runner closing) stops it: it reads the whole store, and has no records of
-// its own to stop at.
+// over named segments reads them only to deliver. The dry run keeps the
+// small segments it read for the pass (RunOptions.KeepForPass). A stop (a
+// request, the runner closing) stops it: it reads the whole store, and has
+// no records of its own to stop at.
 func (x *execution) estimate() {
 	spec := x.job.Spec
 	dry, _ := spec.runOptions() // checked when the pass started
 	dry.DryRun = true
 	dry.Transform = nil // it moves records between delivered and quarantined: the count is the same
+	// The pass that follows reads the small segments from what the dry
+	// run read: a job reads each segment it selects from once.
+	dry.KeepForPass = true
 	if spec.Limit > 0 {
 		dry.Limit = spec.Limit
 	}
