@@ -75,8 +75,11 @@ func TestFaultsRestore(t *testing.T) {
 		// paused there past its lease.
 		{"fs", dirs, restorefaults.Variant{Jobs: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1, Controls: true}},
 		// A replay of one record and a discard of two by their IDs
-		// first: each call of theirs faulted too.
-		{"fs", dirs, restorefaults.Variant{Act: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: 1}},
+		// first: each call of theirs faulted too, the first and the
+		// last (the calls between of the restore itself are plain's;
+		// with one between it made 241 of the enumeration's 969
+		// runs, issue 30).
+		{"fs", dirs, restorefaults.Variant{Act: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
 	} {
 		t.Run(tc.name+"-"+tc.variant.String(), func(t *testing.T) {
 			t.Parallel()

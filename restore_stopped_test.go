@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/claims"
 )
 
@@ -41,7 +42,7 @@ func lockAndStopChild() int {
 		}
 	}
 	fmt.Println("locked")
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	childproc.StopSelf()
 	return 0
 }
 

@@ -134,10 +134,32 @@ func eval[T any](b *browser, js string) T {
 	return value(b, "evaluate "+js, chromedp.Evaluate[T](js))
 }
 
-// wait polls a JavaScript expression until it is true.
+// wait polls a JavaScript expression until it is true. A poll begun while
+// the page's execution context was being replaced (right after a
+// navigation, chromium may still name the old one) is begun again in the
+// new one: "Cannot find context with specified id" failed
+// TestConsoleFindReplay after its b.open on a loaded machine (issue 30).
 func (b *browser) wait(what, js string) {
 	b.t.Helper()
-	value(b, "wait for "+what, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(50*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(50*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+		cancel()
+		if err != nil && staleContext(err) && attempt < 20 && b.ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			b.t.Fatalf("wait for %s: %v", what, err)
+		}
+		return
+	}
+}
+
+// staleContext tells an error of a call made in an execution context the
+// page has just replaced.
+func staleContext(err error) bool {
+	return strings.Contains(err.Error(), "Cannot find context with specified id") ||
+		strings.Contains(err.Error(), "Execution context was destroyed")
 }
 
 // text returns the text of the first element matching a CSS selector.

@@ -22,7 +22,7 @@ func TestErrorsAndPreviewAPI(t *testing.T) {
 	if _, err := errcorpus.Write(context.Background(), rd, time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC), 6*time.Hour, 3000); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serve(t, &console.Options{Reader: rd, SearchBudget: time.Minute})
+	srv, _ := serve(t, &console.Options{Reader: rd})
 	var groups struct {
 		Records  uint64 `json:"records"`
 		Groups   int    `json:"groups"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/internal/claims"
 	"github.com/dlqdump/dlqdump/sink"
 )
@@ -28,7 +29,7 @@ func stopOnce() {
 		}
 		stopped = true
 		fmt.Println("locked")
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		childproc.StopSelf()
 	})
 }
 

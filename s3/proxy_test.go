@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlqdump/dlqdump"
 )
 
 // fault is what the proxy does to a request.
@@ -105,8 +107,14 @@ func (p *proxy) stop() {
 	}
 }
 
-// start listens again on the same address.
+// start listens again on the same address, unless it serves already.
 func (p *proxy) start() {
+	p.mu.Lock()
+	serving := p.srv != nil
+	p.mu.Unlock()
+	if serving {
+		return
+	}
 	var ln net.Listener
 	var err error
 	for range 50 {
@@ -119,6 +127,14 @@ func (p *proxy) start() {
 		p.t.Fatalf("proxy: listen again on %s: %v", p.addr, err)
 	}
 	p.serve(ln)
+}
+
+// closeUp closes q with the server up, started again if stopped: Close
+// waits for the uploads, so a test failing while the server is down would
+// wait for ever in a deferred Close (issue 30).
+func (p *proxy) closeUp(q *dlqdump.Queue) {
+	p.start()
+	_ = q.Close()
 }
 
 // setFaults makes a share rate of the requests fail with one of kinds (all

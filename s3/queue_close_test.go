@@ -67,7 +67,7 @@ func TestQueueFlushWaitsForUpload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer q.Close()
+		defer p.closeUp(q)
 		if err := q.Enqueue("first"); err != nil {
 			t.Fatal(err)
 		}
@@ -189,19 +189,21 @@ func TestEnqueueWokenWhenBacklogDrains(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer q.Close()
+		defer p.closeUp(q)
 		p.stop()
 		for i := range 56 {
 			if err := q.Enqueue(strings.Repeat("x", 1000) + string(rune('a'+i%26))); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_ = q.Flush(ctx) // commits into the spool; the upload cannot happen yet
-		if b := w.Backlog(); b < 56*1000 {
-			t.Fatalf("Backlog = %d after the Flush, want the segment", b)
-		}
+		// The Flush commits the segment into the spool and then waits for
+		// its upload, which cannot happen yet: it gets no time, and the
+		// commit is awaited by the backlog's changes (a time limit of 100ms
+		// ran out before the commit on a loaded machine, issue 30).
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = q.Flush(ctx)
+		waitBacklog(t, w, 56*1000)
 		res := make(chan error, 1)
 		start := time.Now()
 		go func() { res <- q.Enqueue(strings.Repeat("y", 12000)) }() // does not fit until the upload
@@ -216,6 +218,23 @@ func TestEnqueueWokenWhenBacklogDrains(t *testing.T) {
 			t.Fatalf("Enqueue still waiting %s after the backlog drained (Backlog %d); EnqueueTimeout is an hour", time.Since(start).Round(time.Second), w.Backlog())
 		}
 	})
+}
+
+// waitBacklog waits until w's spool holds at least n bytes, woken by its
+// backlog's changes (no time limit of its own: the test's timeout is one).
+func waitBacklog(t *testing.T, w *s3.Writer, n int64) {
+	t.Helper()
+	for {
+		bl := w.WatchBacklog()
+		if bl.Bytes >= n {
+			return
+		}
+		select {
+		case <-bl.Changed:
+		case <-t.Context().Done():
+			t.Fatalf("Backlog = %d, want at least %d", bl.Bytes, n)
+		}
+	}
 }
 
 // A Durable Queue on an s3.Writer without SpoolDir cannot sync: NewQueue

@@ -265,14 +265,17 @@ func seqs(b []bool) []int {
 	return s
 }
 
-// TestTruncationSweep reads a multi-block segment truncated at every length.
+// TestTruncationSweep reads a multi-block segment truncated at every length
+// (DLQDUMP_FULL=1, cmd/dlqdump-reliability's "full tests"), or at CI's sample
+// of them (sweepSegment.cuts: every length where the structure is parsed,
+// every 7th elsewhere).
 func TestTruncationSweep(t *testing.T) {
 	t.Parallel()
 	for _, codec := range allCodecs {
 		t.Run(codec.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSweepSegment(t, codec)
-			for cut := range int64(len(s.data)) {
+			for _, cut := range s.cuts() {
 				s.check(t, &damage{cut: cut})
 			}
 			s.check(t, &damage{cut: int64(len(s.data))})
@@ -320,15 +323,16 @@ func bitFlips(s *sweepSegment, n int, seed uint64) []damage {
 	return out
 }
 
-// TestBitFlipSweep reads a multi-block segment with thousands of sets of
-// flipped bits.
+// TestBitFlipSweep reads a multi-block segment with 2,000 sets of flipped
+// bits a codec (DLQDUMP_FULL=1, cmd/dlqdump-reliability's "full tests"), or
+// the first 500 of them in CI.
 func TestBitFlipSweep(t *testing.T) {
 	t.Parallel()
 	for i, codec := range allCodecs {
 		t.Run(codec.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSweepSegment(t, codec)
-			for _, d := range bitFlips(s, 2000, uint64(i)+1) {
+			for _, d := range bitFlips(s, flipSets(2000), uint64(i)+1) {
 				s.check(t, &d)
 			}
 		})

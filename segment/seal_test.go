@@ -393,7 +393,9 @@ func TestHostileKeySection(t *testing.T) {
 }
 
 // TestEncryptedSweeps runs the truncation and bit-flip sweeps on encrypted
-// segments of every codec.
+// segments of every codec: every length and 1,000 sets of flipped bits with
+// DLQDUMP_FULL=1 (cmd/dlqdump-reliability's "full tests"), CI's sample of
+// the lengths (sweepSegment.cuts) and the first 250 sets otherwise.
 func TestEncryptedSweeps(t *testing.T) {
 	t.Parallel()
 	key := testDataKey("sweep")
@@ -401,10 +403,10 @@ func TestEncryptedSweeps(t *testing.T) {
 		t.Run(codec.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSweepSegmentKey(t, codec, key, testKeys{key})
-			for cut := range int64(len(s.data)) {
+			for _, cut := range s.cuts() {
 				s.check(t, &damage{cut: cut})
 			}
-			for _, d := range bitFlips(s, 1000, uint64(i)+50) {
+			for _, d := range bitFlips(s, flipSets(1000), uint64(i)+50) {
 				s.check(t, &d)
 			}
 		})

@@ -30,6 +30,10 @@ var fullTestList = []fullTest{
 	{".", "TestRecordIDsUnique", nil, "250,000 records", "1,000,000 records"},
 	{".", "TestRestorersShareAStore", nil, "400 segments on a directory, 150 on versitygw", "1,000 and 300 (the section \"many restorers\" runs 10,000)"},
 	{"./cmd/dlqdump", "TestFaultPoints", []string{"DLQDUMP_FAULT_FULL=1"}, "a deterministic sample of each command's fault points", "every fault point of every command"},
+	{"./segment", "TestTruncationSweep", nil, "every length where the structure is parsed (file header, block headers ±8 bytes, footer and trailer) and every 7th elsewhere", "every length"},
+	{"./segment", "TestBitFlipSweep", nil, "500 sets of flipped bits a codec", "2,000 sets a codec"},
+	{"./segment", "TestEncryptedSweeps", nil, "TestTruncationSweep's sample of the lengths and 250 sets of flipped bits a codec", "every length and 1,000 sets a codec"},
+	{"./segment", "TestRoundTripMillion", nil, "250,000 records a codec", "1,000,000 records a codec"},
 }
 
 // fullTests runs each test of fullTestList in full, without the race

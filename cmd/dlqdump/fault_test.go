@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/sink"
 )
 
@@ -98,7 +99,7 @@ func (f *faults) op(format string, args ...any) {
 		// Stopped past its lease, as by a GC pause or a VM migration:
 		// the whole process, renewals included, until the test
 		// continues it (whenStopped).
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		childproc.StopSelf()
 	}
 }
 

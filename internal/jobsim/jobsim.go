@@ -63,9 +63,11 @@ type Options struct {
 	Created func()
 	// Lead is how long after Run starts creating the jobs the first is
 	// due. Default 3 s and 3 ms a job (creating one takes four requests,
-	// some 2 ms of a loaded 2-core machine beside an S3 server); a run on
-	// a machine so loaded that creating them takes longer fails, rather
-	// than count that time in the start delays.
+	// some 2 ms of a loaded 2-core machine beside an S3 server), or 3 s
+	// and four times as long as seeding the segments took when that is
+	// longer (a loaded machine); a run on a machine where creating them
+	// takes longer still fails, rather than count that time in the start
+	// delays.
 	Lead time.Duration
 	// Profile, if set, is a directory where each runner process writes
 	// its CPU profile (RUNNER.pprof) when it exits on SIGTERM (a runner
@@ -335,10 +337,12 @@ func start(o *Options, counts string, p, gen int, mu *sync.Mutex, got *[]string)
 // restarting some) until every job has ended, and checks the outcome.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	rd := o.Store.Reader()
+	seedStart := time.Now()
 	items, err := drainers.Seed(ctx, rd, o.Jobs, o.Records)
 	if err != nil {
 		return nil, err
 	}
+	seeded := time.Since(seedStart)
 	var names []string
 	for n, err := range sink.Names(ctx, rd, sink.AreaReady) {
 		if err != nil {
@@ -357,7 +361,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// Due from a few seconds on, after the jobs are created.
 	lead := o.Lead
 	if lead <= 0 {
-		lead = 3*time.Second + time.Duration(o.Jobs)*3*time.Millisecond
+		// Creating a job takes four requests, seeding its segment about
+		// one, on the same store and machine: four times the seeding's
+		// time follows the machine's load, which a fixed allowance per
+		// job does not (issue 30: a loaded machine took longer).
+		lead = 3*time.Second + max(time.Duration(o.Jobs)*3*time.Millisecond, 4*seeded)
 	}
 	first := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
 	if err := create(ctx, st, names, first, o.Span); err != nil {
