@@ -121,6 +121,10 @@ func readRaw(t *testing.T, st *memsink.Store, id string) rawJob {
 	return r
 }
 
+// heldLease is the lease of a runner whose test holds a delivery and takes
+// nothing over (runnerOn): long enough for a loaded machine's renewals.
+const heldLease = 10 * time.Second
+
 // waitSeen waits until the runner holding job id wrote its record after
 // the request in it was written (at rev): its runner knows of it (and may
 // have acted on it already).

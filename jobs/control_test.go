@@ -23,7 +23,7 @@ func TestPauseTakesEffectAtTheNextRecord(t *testing.T) {
 	dumpOneBlock(t, st, 1000)
 	d := &ctlDest{}
 	reached, release := d.hold(10)
-	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A"})
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", Lease: heldLease})
 	ctx := t.Context()
 	if _, err := js.Create(ctx, jobs.Spec{ID: "p", Segments: segmentNames(t, st)}); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func controlAtTwoItemsASecond(t *testing.T, verb string) {
 	st := memsink.New()
 	dumpOneBlock(t, st, 1000)
 	d := &ctlDest{}
-	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A"})
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", Lease: heldLease})
 	ctx := t.Context()
 	if _, err := js.Create(ctx, jobs.Spec{ID: "slow", Rate: 2, Segments: segmentNames(t, st)}); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestProgressWrittenWithinABlock(t *testing.T) {
 	st := memsink.New()
 	dumpOneBlock(t, st, 400)
 	d := &ctlDest{}
-	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A"})
+	js, rn := runnerOn(t, st, st, d, 1, jobs.RunnerOptions{Owner: "A", Lease: heldLease})
 	ctx := t.Context()
 	if _, err := js.Create(ctx, jobs.Spec{ID: "shown", Rate: 100, Segments: segmentNames(t, st)}); err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestResumeWithdrawingAPauseWins(t *testing.T) {
 	h := &hooked{Store: st}
 	d := &ctlDest{}
 	reached, release := d.hold(10)
-	js, rn := runnerOn(t, h, st, d, 1, jobs.RunnerOptions{Owner: "A"})
+	js, rn := runnerOn(t, h, st, d, 1, jobs.RunnerOptions{Owner: "A", Lease: heldLease})
 	var once sync.Once
 	var answer jobs.Job
 	var pausedWritten atomic.Bool

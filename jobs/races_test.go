@@ -88,24 +88,31 @@ func (t *hookedTable) WriteRecord(ctx context.Context, key string, data []byte, 
 }
 
 // runnerOn makes a runner of n Restorers delivering into d, whose jobs are
-// read through rd while the Restorers read st.
+// read through rd while the Restorers read st; their leases are opts.Lease,
+// 300ms if not set. A test that holds a delivery (ctlDest.hold) and does not
+// test a takeover sets a lease a loaded machine keeps renewing (heldLease):
+// a claim lost while the delivery is held leaves nothing to write the job's
+// record until it is let go.
 func runnerOn(t *testing.T, rd sink.Reader, st *memsink.Store, d queue.Enqueuer, n int, opts jobs.RunnerOptions) (*jobs.Store, *jobs.Runner) {
 	t.Helper()
 	js, err := jobs.Open(rd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Lease == 0 {
+		opts.Lease = 300 * time.Millisecond // takeovers within a test's time
+	}
 	var rs []*dlqdump.Restorer
 	for range n {
 		r, err := dlqdump.NewRestorer(&dlqdump.Config{Reader: st, Decoder: decoder.Fallthrough{AsString: true}, Queue: d,
-			Lease: 300 * time.Millisecond, MaxAttempts: 1})
+			Lease: opts.Lease, MaxAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = r.Close() })
 		rs = append(rs, r)
 	}
-	opts.Lease, opts.PollInterval = 300*time.Millisecond, 20*time.Millisecond
+	opts.PollInterval = 20 * time.Millisecond
 	rn, err := jobs.NewRunner(js, rs, &opts)
 	if err != nil {
 		t.Fatal(err)

@@ -449,6 +449,7 @@ func (h *StallHarness) stallRun(ctx context.Context, hd *Holder, pt *faults.Poin
 	res.Violations = append(errs, checkStall(p, hd, sd, dst.items(), released, mw)...)
 	res.Bound = sd.maxBlock
 	res.Duplicates = len(dst.items()) - distinct(dst.items())
+	res.Segments = segmentsTwice(sd, dst.items())
 	return res, in.Counts(), nil
 }
 
@@ -616,6 +617,20 @@ func checkStall(p *Place, hd *Holder, sd *stallSeeded, got, released []string, m
 		fail("left in the store: %v", left)
 	}
 	return v
+}
+
+// segmentsTwice returns how many segments items holds records of more than
+// once.
+func segmentsTwice(sd *stallSeeded, items []string) int {
+	seen := make(map[string]bool, len(items))
+	segs := map[string]bool{}
+	for _, it := range items {
+		if seen[it] {
+			segs[sd.segOf[it]] = true
+		}
+		seen[it] = true
+	}
+	return len(segs)
 }
 
 // distinct returns how many different items s holds.
