@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -106,7 +107,7 @@ func (g *segRun) positionOK(ft *segment.Footer) bool {
 // checkAside checks that every run set aside lies in a block before the
 // position.
 func (g *segRun) checkAside(ft *segment.Footer) error {
-	for _, a := range g.prog.Aside {
+	for _, a := range append(slices.Clip(g.prog.Aside), g.prog.Carve...) {
 		ok := false
 		for _, b := range ft.Blocks {
 			if b.Offset == a.Offset && a.From >= b.FirstSeq && a.To <= b.FirstSeq+uint64(b.Count) {

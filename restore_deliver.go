@@ -23,7 +23,15 @@ func (g *segRun) record(rec *segment.Record) error {
 		return g.settle(rec, outcome{kind: skipped})
 	}
 	if g.opts.Limit > 0 && g.taken() >= g.opts.Limit {
+		if g.carve {
+			// Left in the segment for a later pass: the run goes on
+			// to the end, and delivers what it carved.
+			return g.settle(rec, outcome{kind: skipped})
+		}
 		return errStop
+	}
+	if g.carve {
+		return g.settle(rec, outcome{kind: carved})
 	}
 	if g.opts.Discard != "" {
 		// Set aside as a refused record is, labelled DiscardLabel.
@@ -89,6 +97,7 @@ const (
 	delivered fate = iota // the destination accepted it (or, in a dry run, would be offered it)
 	skipped               // not selected by the pass's filters: left for the remainder
 	setAside              // for quarantine, with a reason
+	carved                // taken out of the segment into a side segment (RunOptions.Carve)
 	stopped               // not delivered: the pass stops at it (err says why)
 )
 
@@ -132,6 +141,10 @@ func (g *segRun) done(rec *segment.Record, o outcome) error {
 		g.prog.SetAside(g.blk.Info().Offset, rec.Seq, false, "")
 	case setAside:
 		g.setAside(g.blk.Info().Offset, rec, o.label, o.reason)
+	case carved:
+		g.prog.CarveRecord(g.blk.Info().Offset, rec.Seq)
+		g.carved++
+		g.rep.Carved++
 	case delivered:
 		g.prog.Delivered++
 		g.rep.Delivered++
@@ -160,11 +173,12 @@ func (g *segRun) done(rec *segment.Record, o outcome) error {
 	return g.writeSides(true)
 }
 
-// taken counts the records this pass delivered or quarantined, and those it
-// handed to the destination whose delivery has not ended: what
-// RunOptions.Limit bounds.
+// taken counts the records this pass delivered or quarantined, those it
+// handed to the destination whose delivery has not ended and those this
+// run carved, to deliver from their side segment: what RunOptions.Limit
+// bounds.
 func (g *segRun) taken() uint64 {
-	n := g.rep.Delivered + g.rep.Quarantined
+	n := g.rep.Delivered + g.rep.Quarantined + g.carved
 	if g.win != nil {
 		n += uint64(g.win.taking)
 	}

@@ -103,7 +103,7 @@ func (g *segRun) destination() claims.Destination {
 // of its records.
 func (g *segRun) untouched() bool {
 	p := &g.prog
-	return p.Delivered == 0 && p.Quarantined == 0 && p.Sides == 0 && p.Damaged == 0 && p.Skipped > 0
+	return p.Delivered == 0 && p.Quarantined == 0 && p.Sides == 0 && p.Damaged == 0 && p.Skipped > 0 && len(p.Carve) == 0
 }
 
 // end finishes the claim, and counts in the metrics the records the

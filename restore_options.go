@@ -115,6 +115,24 @@ type RunOptions struct {
 	// over the quarantine notes there the segments it released, so that
 	// whoever takes it over finishes them. Default nil.
 	OnRelease func(name string) error
+	// Carve, with a selective pass (Since, Until, Where, Select) that
+	// does not Discard, takes the records the pass selects out of a
+	// segment instead of delivering them from it: while it holds the
+	// segment's claim it copies them (those not yet delivered, within
+	// Limit) into a ready side segment of their own, saves the segment's
+	// progress without them (the records it does not select stay listed
+	// there, and the segment stays ready) and releases the segment at
+	// once; then it restores that side segment at its pace. So the
+	// segment is held only for the copy, and passes whose selections are
+	// disjoint (restore jobs at a slow Rate) deliver from it at the same
+	// time; with overlapping selections a record carved by one is gone
+	// from the segment, and delivered once. It costs a copy of the
+	// selected records (on S3 a few more requests per segment: the side
+	// segment's record, its staging, its move and the checkpoints around
+	// them). Restore jobs with a selection and a Rate carve
+	// (package jobs). Default false: a pass delivers from the segment
+	// while it holds it.
+	Carve bool
 	// WaitClaimed, when positive, is how long the pass waits for a
 	// segment it selects from that another restorer holds (another
 	// selective pass over the same segment, a restore job's): such a
@@ -250,8 +268,13 @@ type Report struct {
 	// summary rule out every record it selects. Their records are not
 	// counted in Skipped.
 	SkippedSegments int
-	// SideSegments counts the quarantine and remainder segments written.
+	// SideSegments counts the quarantine, remainder and carved segments
+	// written.
 	SideSegments int
+	// Carved counts the records a carving pass (RunOptions.Carve) copied
+	// out of segments into side segments of their own, to deliver from
+	// there (counted in Delivered once delivered).
+	Carved uint64
 	// LeftSegments counts the segments the pass left ready with records
 	// its filters did not select (a selective pass leaves them where they
 	// are, and the segment's progress lists them).

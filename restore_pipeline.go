@@ -482,6 +482,7 @@ func (rep *Report) add(o *Report) {
 	rep.DeletedSegments += o.DeletedSegments
 	rep.OtherVersionSegments += o.OtherVersionSegments
 	rep.SideSegments += o.SideSegments
+	rep.Carved += o.Carved
 	rep.LeftSegments += o.LeftSegments
 	rep.Claimed += o.Claimed
 	rep.DamagedBlocks += o.DamagedBlocks

@@ -76,28 +76,48 @@ type segRun struct {
 
 	ahead   *ahead // the block's records transformed ahead; nil: none (restore_ahead.go)
 	aheadOK bool   // the run transforms ahead (setAhead)
+
+	// A carving run (restore_carve.go): it takes the records it selects
+	// out of the segment (carved counts them) instead of delivering
+	// them, into the side segments carvedSides names.
+	carve       bool
+	carved      uint64
+	carvedSides []string
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
 // restores it, as one of the segments in flight of its pass (in; nil: one
-// segment at a time).
+// segment at a time); a carving pass then restores the side segments it
+// carved out of it (restore_carve.go).
 func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) error {
+	carved, err := r.restoreRun(ctx, name, opts, rep, in)
+	if err != nil || len(carved) == 0 {
+		return err
+	}
+	return r.restoreCarved(ctx, opts, carved, rep)
+}
+
+// restoreRun is restoreSegment's run of the segment itself; it returns the
+// side segments it carved.
+func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) (carved []string, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
 	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), in: in}
+	g.carve = g.carves()
+	defer func() { carved = g.carvedSides }()
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
 		rec, live, err := r.claimer.Inspect(ctx, name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if rec != nil && rec.State == claims.StateFinishing && rec.To != nil && !live {
 			// A claim would complete what its holder decided.
 			rep.Completed++
-			return nil
+			return nil, nil
 		}
 		if rec != nil {
 			found = rec.Progress
@@ -108,10 +128,10 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		var fin *claims.Finished
 		if errors.As(err, &fin) {
 			r.completed(fin, rep)
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if moving := cl.Remote(); len(moving) > 0 {
 			// Handed over to another store by dlqdump mv, which
@@ -119,7 +139,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
 			defer cancel()
 			_ = cl.Release(rctx)
-			return fmt.Errorf("%w: segment %s is being moved to %s (run that dlqdump mv again to complete it)", ErrClaimed, name, moving[0].Remote)
+			return nil, fmt.Errorf("%w: segment %s is being moved to %s (run that dlqdump mv again to complete it)", ErrClaimed, name, moving[0].Remote)
 		}
 		g.keep = claims.Keep(ctx, cl, r.log)
 		g.ctx = g.keep.Context()
@@ -149,7 +169,7 @@ func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOpt
 		// lost: whatever call that cut short, the claim's loss is why.
 		err = fmt.Errorf("%w: segment %s: %w", ErrLeaseLost, name, err)
 	}
-	return err
+	return nil, err
 }
 
 // run restores the segment from found, the progress its record holds: it
@@ -175,8 +195,11 @@ func (g *segRun) run(found json.RawMessage) error {
 	if err := g.checkProgress(); err != nil {
 		return g.quarantineWhole("progress", err.Error(), 0)
 	}
-	if g.prog.Full() {
-		if err := g.writeSides(true); err != nil {
+	if g.prog.Full() || len(g.prog.Carve) > 0 {
+		// Records carved by a run that stopped before their side
+		// segment was written (or before its progress dropped them):
+		// written first, into the same side segment.
+		if err := g.writeSides(g.prog.Full()); err != nil {
 			return err
 		}
 	}

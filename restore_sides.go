@@ -15,14 +15,17 @@ import (
 	"github.com/dlqdump/dlqdump/sink"
 )
 
-// writeSides copies records set aside (the progress's Aside runs) into side
-// segments and saves the progress without them: those set aside for
-// quarantine into a quarantine segment and, with all (the progress is
+// writeSides copies records set aside (the progress's Aside runs) and
+// carved (its Carve runs, restore_carve.go) into side segments and saves the
+// progress without them: those set aside for quarantine into a quarantine
+// segment, those carved into a ready one and, with all (the progress is
 // full), those the filters left into a ready "remainder" (otherwise they
 // stay in the segment, see hasRemainder). A side segment's name is derived
 // from the segment and the runs it holds, and its bytes from the segment
 // alone, so a run interrupted after publishing it finds it there on the next
-// try and does not write it twice.
+// try and does not write it twice; until the progress drops the runs it
+// names the side segments (Progress.Writing), which are not claimed
+// meanwhile.
 func (g *segRun) writeSides(all bool) error {
 	var quar, rest []claims.Aside
 	for _, a := range g.prog.Aside {
@@ -32,49 +35,63 @@ func (g *segRun) writeSides(all bool) error {
 			rest = append(rest, a)
 		}
 	}
-	if len(quar) == 0 && (!all || len(rest) == 0) {
+	type side struct {
+		area   sink.Area
+		runs   []claims.Aside
+		carved bool
+		name   string
+	}
+	var sides []side
+	if len(quar) > 0 {
+		sides = append(sides, side{area: sink.AreaQuarantine, runs: quar})
+	}
+	if len(g.prog.Carve) > 0 {
+		sides = append(sides, side{area: sink.AreaReady, runs: g.prog.Carve, carved: true})
+	}
+	if all && len(rest) > 0 {
+		sides = append(sides, side{area: sink.AreaReady, runs: rest})
+	}
+	if len(sides) == 0 {
 		return nil
 	}
-	// The runs are written down before their side segments are: a run
-	// resumed after an interruption names and fills the same side
-	// segments, and finds them.
+	g.prog.Writing = nil
+	for i := range sides {
+		sides[i].name = g.sideName(sides[i].area, sides[i].runs, sides[i].carved)
+		g.prog.Writing = append(g.prog.Writing, sides[i].name)
+	}
+	// The runs are written down, and the side segments named, before
+	// the side segments are written: a run resumed after an
+	// interruption names and fills the same side segments, and finds
+	// them; none of them is claimed while the progress names it.
 	if err := g.save(true); err != nil {
 		return err
 	}
-	sides := []struct {
-		area sink.Area
-		runs []claims.Aside
-	}{{sink.AreaQuarantine, quar}}
-	if all {
-		sides = append(sides, struct {
-			area sink.Area
-			runs []claims.Aside
-		}{sink.AreaReady, rest})
-	}
-	for _, side := range sides {
-		if len(side.runs) == 0 {
-			continue
-		}
-		if err := g.writeSide(side.area, side.runs); err != nil {
+	for _, sd := range sides {
+		if err := g.writeSide(sd.area, sd.runs, sd.name); err != nil {
 			return err
 		}
 		g.prog.Sides++
 		g.rep.SideSegments++
+		if sd.carved {
+			g.carvedSides = append(g.carvedSides, sd.name)
+		}
 	}
 	g.prog.ClearAside()
+	g.prog.Writing = nil
 	if !all {
 		g.prog.Aside = rest // left in the segment
 	}
+	// From this save on, the side segments hold records the progress no
+	// longer lists: they may be claimed.
 	return g.save(true)
 }
 
-// writeSide writes one side segment holding the records of runs.
-func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
+// writeSide writes one side segment, name, holding the records of runs.
+func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string) error {
 	var records uint64
 	for _, a := range runs {
 		records += a.Records()
 	}
-	name := g.sideName(area, runs)
 	if g.dry {
 		return nil
 	}
@@ -84,9 +101,9 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	}
 	ctx := g.ctx
 	// Its record first: a side segment cannot be restored while this
-	// segment is still ready, so publishing it again after an interruption
-	// never delivers it twice.
-	if err := g.r.claimer.Reserve(ctx, name, g.name); err != nil {
+	// segment's progress names it (Progress.Writing), so publishing it
+	// again after an interruption never delivers it twice.
+	if err := g.r.claimer.ReserveNamed(ctx, name, g.name); err != nil {
 		return err
 	}
 	// Then it is staged under a name of this claim's, and published only
@@ -100,8 +117,11 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside) error {
 	hdr := segment.Header{Codec: segment.CodecZstd, DataVersion: g.hdr.DataVersion, Created: g.hdr.Created, ID: sideID(g.hdr, name)}
 	// A side segment of an encrypted segment is encrypted under the same
 	// data key (its wrapped key copied, so the Restorer needs no
-	// recipients), sealed under a block key of its own (a new salt).
-	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey()})
+	// recipients), sealed under a block key of its own (a new salt). It
+	// carries a summary, as a Queue's segments do: a selective pass that
+	// takes none of its records (a restore job beside the one that
+	// carved it) neither claims nor reads it.
+	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey(), Summarize: true})
 	if err == nil {
 		err = g.copyRuns(src, w, runs)
 	}
@@ -184,8 +204,12 @@ func (g *segRun) copyRuns(src *segment.Reader, w *segment.Writer, runs []claims.
 // sideName returns the name of the side segment holding runs in area: the
 // segment's creation time, so it keeps its place in time, and an ID derived
 // from the segment's name and the runs.
-func (g *segRun) sideName(area sink.Area, runs []claims.Aside) string {
-	return segment.FileName(g.hdr.Created, sideID(g.hdr, g.name+"|"+area.String()+"|"+runsKey(runs, &g.prog)))
+func (g *segRun) sideName(area sink.Area, runs []claims.Aside, carved bool) string {
+	kind := area.String()
+	if carved {
+		kind = "carved"
+	}
+	return segment.FileName(g.hdr.Created, sideID(g.hdr, g.name+"|"+kind+"|"+runsKey(runs, &g.prog)))
 }
 
 func runsKey(runs []claims.Aside, p *claims.Progress) string {

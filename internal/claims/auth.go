@@ -83,5 +83,5 @@ func VerifyProgress(raw json.RawMessage, key []byte, id [16]byte) error {
 // Empty reports whether p records nothing a restorer acts on: the start of
 // a segment, which needs no authentication.
 func (p *Progress) Empty() bool {
-	return !p.Started() && len(p.Aside) == 0 && p.Sides == 0 && p.Damaged == 0 && len(p.Labels) == 0 && p.Successor == ""
+	return !p.Started() && len(p.Aside) == 0 && len(p.Carve) == 0 && len(p.Writing) == 0 && p.Sides == 0 && p.Damaged == 0 && len(p.Labels) == 0 && p.Successor == ""
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -238,13 +239,13 @@ func (c *Claimer) decideOn(ctx context.Context, name string, data []byte, versio
 			}
 		}
 		if !rec.Held() && rec.State == StatePending {
-			if ready, err := c.present(ctx, sink.AreaReady, rec.Parent); err != nil || ready {
+			if free, err := c.sideFree(ctx, name, &rec); err != nil || !free {
 				if err == nil {
-					err = fmt.Errorf("%w: segment %s holds records set aside from %s, which is still being restored", ErrClaimed, name, rec.Parent)
+					err = fmt.Errorf("%w: segment %s holds records set aside from %s, which may still publish it", ErrClaimed, name, rec.Parent)
 				}
 				return prev, "", err
 			}
-			rec.State, rec.Parent = StateOpen, ""
+			rec.State, rec.Parent, rec.Named = StateOpen, "", false
 		}
 		prev = rec
 	}
@@ -363,11 +364,55 @@ func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (boo
 	return sink.Exists(ctx, c.store, area, name)
 }
 
+// sideFree reports whether the pending record rec of the side segment name
+// lets it be claimed: its parent is no longer ready, or the record is Named
+// and the parent's progress does not name it (Progress.Writing): the
+// parent's runs that it holds are no longer listed there, so nothing
+// publishes it again.
+func (c *Claimer) sideFree(ctx context.Context, name string, rec *Record) (bool, error) {
+	ready, err := c.present(ctx, sink.AreaReady, rec.Parent)
+	if err != nil || !ready {
+		return !ready, err
+	}
+	if !rec.Named {
+		return false, nil
+	}
+	data, _, err := c.recs.ReadRecord(ctx, rec.Parent)
+	if errors.Is(err, sink.ErrNotFound) {
+		return true, nil // no progress: none names it
+	}
+	if err != nil {
+		return false, fmt.Errorf("dlqdump: claim %s: read the record of its parent %s: %w", name, rec.Parent, err)
+	}
+	parent, ok := Parse(data)
+	if !ok {
+		return false, nil // damaged: it may name it
+	}
+	p, err := ParseProgress(parent.Progress)
+	if err != nil {
+		return false, nil
+	}
+	return !slices.Contains(p.Writing, name), nil
+}
+
 // Reserve makes the record of a side segment, name, before it is published:
 // pending until parent (the segment whose records it holds) is no longer
 // ready. A record already there (an earlier attempt's) is left as it is.
 func (c *Claimer) Reserve(ctx context.Context, name, parent string) error {
-	rec := Record{V: Version, Rev: 1, State: StatePending, Parent: parent, Written: time.Now().UTC()}
+	return c.reserve(ctx, name, parent, false)
+}
+
+// ReserveNamed is Reserve for a side segment that the parent's progress
+// names while it may publish it again (Progress.Writing, saved before):
+// pending until the parent is no longer ready or its progress no longer
+// names it, so that a side segment carved from a segment that stays ready
+// is restored at once.
+func (c *Claimer) ReserveNamed(ctx context.Context, name, parent string) error {
+	return c.reserve(ctx, name, parent, true)
+}
+
+func (c *Claimer) reserve(ctx context.Context, name, parent string, named bool) error {
+	rec := Record{V: Version, Rev: 1, State: StatePending, Parent: parent, Named: named, Written: time.Now().UTC()}
 	_, err := c.recs.WriteRecord(ctx, name, rec.marshal(), "")
 	if err == nil || errors.Is(err, sink.ErrConflict) {
 		return nil

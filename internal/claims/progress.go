@@ -29,6 +29,18 @@ type Progress struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// Sides counts the side segments written for this segment so far.
 	Sides int `json:"sides,omitempty"`
+	// Carve lists the records a carving pass (RunOptions.Carve) selected
+	// and took out of the segment, not yet in their side segment: like
+	// Aside, runs in order before the position, apart from each other
+	// (not from Aside's: the two interleave).
+	Carve []Aside `json:"carve,omitempty"`
+	// Writing names the side segments being written from runs this
+	// progress still lists: set in the save that writes the runs down
+	// before their side segments, cleared in the save that drops them. A
+	// side segment this names may be published again by whoever resumes
+	// the segment, so it is not claimed meanwhile (Claimer.Claim); one it
+	// does not name holds records this segment no longer lists.
+	Writing []string `json:"writing,omitempty"`
 	// Labels counts the records set aside for quarantine by why, in short
 	// stable words ("decode", "refused", "replays"), for metrics.
 	Labels map[string]uint64 `json:"labels,omitempty"`
@@ -141,14 +153,24 @@ const (
 // side segments, so a record stays well under sink.MaxRecordSize.
 const MaxProgressSize = 16 << 10
 
-// Full reports whether Aside or Reasons reached their limits.
+// MaxWriting bounds Progress.Writing (a quarantine side, a carved side and
+// a remainder at most), and MaxNameLen each name in it.
+const (
+	MaxWriting = 4
+	MaxNameLen = 256
+)
+
+// Full reports whether Aside, Carve or Reasons reached their limits.
 func (p *Progress) Full() bool {
-	if len(p.Aside) >= MaxAside || len(p.Reasons) >= MaxReasons {
+	if len(p.Aside)+len(p.Carve) >= MaxAside || len(p.Reasons) >= MaxReasons {
 		return true
 	}
 	if p.size < 0 { // parsed: not counted yet
 		p.size = 0
 		for _, a := range p.Aside {
+			p.size += runSize(len(a.Mask))
+		}
+		for _, a := range p.Carve {
 			p.size += runSize(len(a.Mask))
 		}
 		for _, r := range p.Reasons {
@@ -172,17 +194,32 @@ func (p *Progress) SetAside(offset int64, seq uint64, quarantine bool, reason st
 	if p.size < 0 {
 		p.Full() // count what was parsed
 	}
-	if n := len(p.Aside); n > 0 {
-		last := &p.Aside[n-1]
+	p.Aside = p.extend(p.Aside, offset, seq, quarantine, r)
+}
+
+// CarveRecord adds one record (seq, in the block at offset) to Carve,
+// extending the last run when it continues it.
+func (p *Progress) CarveRecord(offset int64, seq uint64) {
+	if p.size < 0 {
+		p.Full() // count what was parsed
+	}
+	p.Carve = p.extend(p.Carve, offset, seq, false, 0)
+}
+
+// extend adds record seq of the block at offset to runs, extending the last
+// run when it continues it.
+func (p *Progress) extend(runs []Aside, offset int64, seq uint64, quarantine bool, r int) []Aside {
+	if n := len(runs); n > 0 {
+		last := &runs[n-1]
 		if last.Offset == offset && last.To <= seq && last.Quarantine == quarantine && last.Reason == r && seq-last.From < maxMaskRecords {
 			before := len(last.Mask)
 			last.add(seq)
 			p.size += runSize(len(last.Mask)) - runSize(before)
-			return
+			return runs
 		}
 	}
-	p.Aside = append(p.Aside, Aside{Offset: offset, From: seq, To: seq + 1, Quarantine: quarantine, Reason: r})
 	p.size += runSize(0)
+	return append(runs, Aside{Offset: offset, From: seq, To: seq + 1, Quarantine: quarantine, Reason: r})
 }
 
 // LeaveRun adds the records [from, to) of the block at offset to Aside as a
@@ -232,10 +269,10 @@ func (p *Progress) reason(s string) int {
 	return len(p.Reasons) - 1
 }
 
-// ClearAside forgets the runs set aside and their reasons, once they are in
-// side segments.
+// ClearAside forgets the runs set aside and carved and their reasons, once
+// they are in side segments.
 func (p *Progress) ClearAside() {
-	p.Aside, p.Reasons, p.size = nil, nil, 0
+	p.Aside, p.Carve, p.Reasons, p.size = nil, nil, nil, 0
 }
 
 // Reason returns the reason of a quarantined run.
@@ -267,14 +304,24 @@ func ParseProgress(b json.RawMessage) (Progress, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
 	}
-	if len(p.Aside) > MaxAside || len(p.Reasons) > MaxReasons {
-		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %d runs and %d reasons, at most %d and %d", len(p.Aside), len(p.Reasons), MaxAside, MaxReasons)
+	if len(p.Aside)+len(p.Carve) > MaxAside || len(p.Reasons) > MaxReasons {
+		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %d runs and %d reasons, at most %d and %d", len(p.Aside)+len(p.Carve), len(p.Reasons), MaxAside, MaxReasons)
 	}
-	for i, a := range p.Aside {
-		if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) ||
-			a.Mask != nil && (a.To-a.From > maxMaskRecords || uint64(len(a.Mask)) != (a.To-a.From+7)/8) ||
-			i > 0 && (a.From < p.Aside[i-1].To || a.Offset < p.Aside[i-1].Offset) || a.To > p.Seq {
-			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v (runs must be in order, apart, and before the position)", a)
+	if len(p.Writing) > MaxWriting {
+		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %d side segments being written, at most %d", len(p.Writing), MaxWriting)
+	}
+	for _, n := range p.Writing {
+		if n == "" || len(n) > MaxNameLen {
+			return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: a side segment being written is named %.40q (1 to %d bytes)", n, MaxNameLen)
+		}
+	}
+	for _, runs := range [][]Aside{p.Aside, p.Carve} {
+		for i, a := range runs {
+			if a.To <= a.From || a.Offset < 0 || a.Quarantine && (a.Reason < 0 || a.Reason >= len(p.Reasons)) ||
+				a.Mask != nil && (a.To-a.From > maxMaskRecords || uint64(len(a.Mask)) != (a.To-a.From+7)/8) ||
+				i > 0 && (a.From < runs[i-1].To || a.Offset < runs[i-1].Offset) || a.To > p.Seq {
+				return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: bad run %+v (runs must be in order, apart, and before the position)", a)
+			}
 		}
 	}
 	return p, nil

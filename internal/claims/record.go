@@ -25,11 +25,13 @@ const (
 	// delivered records again.
 	StateQuarantined State = "quarantined"
 	// StatePending is the record of a side segment (records a restorer
-	// set aside from its Parent) made before the side segment is
-	// published: the side segment cannot be claimed while its parent is
-	// still ready, so that a parent resumed after an interruption may
-	// publish it again, finding it there, without it having been restored
-	// meanwhile.
+	// set aside or carved from its Parent) made before the side segment
+	// is published: the side segment cannot be claimed while its parent
+	// may still publish it again (a parent resumed after an interruption
+	// publishes it again, finding it there), so that it is never restored
+	// meanwhile. A record with Named waits only while its parent is ready
+	// and the parent's progress names it (Progress.Writing); one without
+	// (an older dlqdump's) while its parent is ready.
 	StatePending State = "pending"
 )
 
@@ -43,7 +45,7 @@ const Version = 2
 //
 // A side segment's record, made before it is published, names its parent:
 //
-//	{"v":2,"rev":1,"state":"pending","parent":"NAME.dlq","written":"…"}
+//	{"v":2,"rev":1,"state":"pending","parent":"NAME.dlq","named":true,"written":"…"}
 //
 // A holder that publishes a segment on behalf of its claim records the
 // decision in its record until the segment is in place (see Publish):
@@ -71,6 +73,12 @@ type Record struct {
 	LeaseMS  int64           `json:"lease_ms,omitempty"`
 	State    State           `json:"state,omitempty"`
 	Parent   string          `json:"parent,omitempty"`
+	// Named, in a pending record, says that its parent's progress names
+	// the side segment while it may publish it again (Progress.Writing):
+	// the side may be claimed once that progress does not, though the
+	// parent is still ready (a carving pass leaves it so). An older
+	// dlqdump ignores it and waits until the parent is no longer ready.
+	Named bool `json:"named,omitempty"`
 	Written  time.Time       `json:"written,omitzero"`
 	Progress json.RawMessage `json:"progress,omitempty"`
 	// Publishing lists the segments the holder decided to publish on

@@ -1,0 +1,55 @@
+package dlqdump
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Carving (RunOptions.Carve): a selective pass at a slow pace over a segment
+// that others select from too (restore jobs over one store) would hold the
+// segment's claim for as long as it delivers, and every other pass on it
+// would wait. A carving pass instead reads the segment under its claim, as
+// fast as it is read, listing the records it selects in the progress's Carve
+// runs rather than delivering them (those it leaves stay listed as the
+// remainder, restore_remainder.go); at the end of the segment it copies the
+// carved records into a ready side segment of their own, with the
+// mechanism of the records set aside (restore_sides.go: the runs and the side
+// segment's name written down first, its record reserved, the copy staged and
+// published under the claim, then the progress saved without the runs), and
+// releases the segment, which stays ready for the others. Then it restores
+// the side segment, at its pace, like any other: every record of it is one
+// it selects, and it is not carved again. A record carved by one pass is gone
+// from the segment: passes whose selections overlap deliver it once.
+//
+// The side segment's record is pending until the segment's progress no
+// longer names it (claims.Progress.Writing): a run that resumes the segment
+// after an interruption between the two saves writes the same side segment
+// again, finds it published, and keeps it; nobody restores it before.
+
+// carves reports whether the run carves: the pass asks for it, selects
+// records (a pass over everything would carve the whole segment), delivers
+// them (not a Discard) and is not a dry run.
+func (g *segRun) carves() bool {
+	return g.opts.Carve && g.filtered && g.opts.Discard == "" && !g.dry
+}
+
+// restoreCarved restores the side segments a carving run wrote (sides), one
+// after the other, without carving them again. A side segment another pass
+// claimed first (one whose selection takes its records too) or finished is
+// left to it: it delivers them once either way.
+func (r *Restorer) restoreCarved(ctx context.Context, opts *RunOptions, sides []string, rep *Report) error {
+	o := *opts
+	o.Carve = false
+	for _, name := range sides {
+		_, err := r.restoreRun(ctx, name, &o, rep, nil)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrClaimed), errors.Is(err, ErrNotFound):
+			r.log.Debug("a carved side segment was taken by another pass", slog.String("segment", name), slog.Any("error", err))
+		default:
+			return err
+		}
+	}
+	return nil
+}

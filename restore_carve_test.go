@@ -1,0 +1,241 @@
+package dlqdump_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/memsink"
+	"github.com/dlqdump/dlqdump/selection"
+	"github.com/dlqdump/dlqdump/sink"
+)
+
+// carveStore dumps one segment of n records whose header batch is i%batches
+// (interleaved).
+func carveStore(t *testing.T, n, batches int) *memsink.Store {
+	t.Helper()
+	st := memsink.New()
+	q := newQueue(t, dlqdump.Config{Writer: st.Writer()})
+	for i := range n {
+		if err := q.Enqueue(dlqdump.Envelope{Item: fmt.Sprintf("%d/%03d", i%batches, i), Headers: dlqdump.Headers{"batch": fmt.Sprint(i % batches)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if names := st.Names(sink.AreaReady); len(names) != 1 {
+		t.Fatalf("dumped %d segments, want one", len(names))
+	}
+	return st
+}
+
+// carveDest records what a destination accepted; first is closed at its
+// first record, and each record after the first waits for gate (when not
+// nil) to be closed.
+type carveDest struct {
+	mu    sync.Mutex
+	got   []string
+	once  sync.Once
+	first chan struct{}
+	gate  chan struct{}
+	stop  context.Context
+}
+
+func newCarveDest(gate chan struct{}) *carveDest {
+	return &carveDest{first: make(chan struct{}), gate: gate, stop: context.Background()}
+}
+
+func (c *carveDest) Enqueue(x any) error {
+	c.mu.Lock()
+	n := len(c.got)
+	c.mu.Unlock()
+	if n > 0 && c.gate != nil {
+		select {
+		case <-c.gate:
+		case <-c.stop.Done():
+			return dlqdump.ErrUnavailable
+		}
+	}
+	c.mu.Lock()
+	c.got = append(c.got, x.(string))
+	c.mu.Unlock()
+	c.once.Do(func() { close(c.first) })
+	return nil
+}
+
+func (c *carveDest) items() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.got...)
+}
+
+// Two slow passes whose selections are disjoint, over one segment holding
+// both's records interleaved, deliver at the same time: with Carve the
+// first holds the segment only while it copies its records out, so the
+// second delivers its first record while the first still has all but one
+// of its 20 left (the first's destination holds its second record until
+// then). Without Carve the second waits for the first to let the segment go
+// (WaitClaimed), which it never does while its delivery is held. Stopped
+// there, the passes leave the rest where a plain pass finds it: each record
+// is delivered once.
+func TestCarvingPassesDeliverAtOnce(t *testing.T) {
+	st := carveStore(t, 40, 2)
+	gate := make(chan struct{})
+	a, b := newCarveDest(gate), newCarveDest(nil)
+	stopA, cancelA := context.WithCancelCause(context.Background())
+	stopB, cancelB := context.WithCancelCause(context.Background())
+	defer cancelA(nil)
+	defer cancelB(nil)
+	a.stop = stopA
+	ra := newRestorer(t, dlqdump.Config{Reader: st, Queue: a, Owner: "job-a"})
+	rb := newRestorer(t, dlqdump.Config{Reader: st, Queue: b, Owner: "job-b"})
+	opts := func(batch string, stop context.Context) dlqdump.RunOptions {
+		return dlqdump.RunOptions{Where: dlqdump.Headers{"batch": batch}, Rate: 2, Carve: true, WaitClaimed: time.Hour, Stop: stop}
+	}
+	type result struct {
+		rep dlqdump.Report
+		err error
+	}
+	doneA, doneB := make(chan result, 1), make(chan result, 1)
+	go func() {
+		rep, err := ra.Run(context.Background(), opts("0", stopA))
+		doneA <- result{rep, err}
+	}()
+	<-a.first
+	go func() {
+		rep, err := rb.Run(context.Background(), opts("1", stopB))
+		doneB <- result{rep, err}
+	}()
+	select {
+	case <-b.first:
+	case res := <-doneB:
+		t.Fatalf("the second pass ended (%+v, %v) before delivering", res.rep, res.err)
+	case <-time.After(time.Minute): // a failure's bound only
+		t.Fatalf("the second pass delivered nothing in a minute while the first held its second record (first delivered %d)", len(a.items()))
+	}
+	if n := len(a.items()); n != 1 {
+		t.Fatalf("the first pass delivered %d records before the second's first; its destination holds all but one", n)
+	}
+	paused := errors.New("paused")
+	cancelB(paused)
+	cancelA(paused)
+	close(gate)
+	resA, resB := <-doneA, <-doneB
+	for _, res := range []result{resA, resB} {
+		if res.err != nil && !errors.Is(res.err, paused) {
+			t.Fatalf("a carving pass: %+v, %v", res.rep, res.err)
+		}
+	}
+	if resA.rep.Carved != 20 || resB.rep.Carved != 20 {
+		t.Fatalf("carved %d and %d records, want 20 each", resA.rep.Carved, resB.rep.Carved)
+	}
+	rest := newCarveDest(nil)
+	rr := newRestorer(t, dlqdump.Config{Reader: st, Queue: rest})
+	if _, err := rr.Run(t.Context(), dlqdump.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := append(append(a.items(), b.items()...), rest.items()...)
+	onceEach(t, all, 40)
+	for _, it := range a.items() {
+		if !strings.HasPrefix(it, "0/") {
+			t.Fatalf("the first pass delivered %s, not of its batch", it)
+		}
+	}
+	for _, it := range b.items() {
+		if !strings.HasPrefix(it, "1/") {
+			t.Fatalf("the second pass delivered %s, not of its batch", it)
+		}
+	}
+}
+
+// onceEach fails unless items holds n distinct records, each once.
+func onceEach(t *testing.T, items []string, n int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, it := range items {
+		seen[it]++
+		if seen[it] > 1 {
+			t.Fatalf("%s delivered %d times", it, seen[it])
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("delivered %d distinct records, want %d", len(seen), n)
+	}
+}
+
+// Carving passes whose selections overlap (batches 0 and 1, and 1 and 2,
+// of records interleaved in one segment), run at once: each record is
+// delivered once, those of batch 1 by one pass or the other.
+func TestCarvingPassesOverlapDeliverOnce(t *testing.T) {
+	for round := range 3 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			st := carveStore(t, 60, 3)
+			var wg sync.WaitGroup
+			var cols []*carveDest
+			for i, expr := range []string{"batch in (0, 1)", "batch in (1, 2)"} {
+				sel, err := selection.Parse(expr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := newCarveDest(nil)
+				cols = append(cols, c)
+				r := newRestorer(t, dlqdump.Config{Reader: st, Queue: c, Owner: fmt.Sprint("pass-", i)})
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if rep, err := r.Run(t.Context(), dlqdump.RunOptions{Select: sel, Rate: 500, Carve: true, WaitClaimed: time.Hour}); err != nil {
+						t.Errorf("%s: %+v, %v", expr, rep, err)
+					}
+				}()
+			}
+			wg.Wait()
+			var all []string
+			for _, c := range cols {
+				all = append(all, c.items()...)
+			}
+			onceEach(t, all, 60)
+			if n := len(st.Names(sink.AreaReady)); n != 0 {
+				t.Fatalf("%d segments left ready, want none", n)
+			}
+		})
+	}
+}
+
+// A carving pass whose selection takes none of the records another pass
+// carved does not wait for that pass's side segment: it carries a summary,
+// which rules it out. The second pass ends, every record of its batch
+// delivered, while the first still holds its second record.
+func TestCarvingPassSkipsAnothersSide(t *testing.T) {
+	st := carveStore(t, 40, 2)
+	gate := make(chan struct{})
+	defer close(gate)
+	a, b := newCarveDest(gate), newCarveDest(nil)
+	stopA, cancelA := context.WithCancelCause(context.Background())
+	defer cancelA(nil)
+	a.stop = stopA
+	ra := newRestorer(t, dlqdump.Config{Reader: st, Queue: a, Owner: "job-a"})
+	rb := newRestorer(t, dlqdump.Config{Reader: st, Queue: b, Owner: "job-b"})
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := ra.Run(context.Background(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: true, WaitClaimed: time.Hour, Stop: stopA})
+		doneA <- err
+	}()
+	<-a.first
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a failure's bound only
+	defer cancel()
+	rep, err := rb.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "1"}, Carve: true, WaitClaimed: time.Hour})
+	if err != nil || rep.Delivered != 20 || rep.Carved != 20 || rep.Claimed != 0 {
+		t.Fatalf("the second pass: %+v, %v; want its 20 records delivered while the first is held", rep, err)
+	}
+	if n := len(a.items()); n != 1 {
+		t.Fatalf("the first pass delivered %d records meanwhile; its destination holds all but one", n)
+	}
+	cancelA(errors.New("paused"))
+	<-doneA
+}
