@@ -66,19 +66,19 @@ const Version = 2
 // compared across machines. Progress is the Restorer's checkpoint, opaque
 // here.
 type Record struct {
-	V        int             `json:"v"`
-	Owner    string          `json:"owner,omitempty"`
-	Token    string          `json:"token,omitempty"`
-	Rev      uint64          `json:"rev"`
-	LeaseMS  int64           `json:"lease_ms,omitempty"`
-	State    State           `json:"state,omitempty"`
-	Parent   string          `json:"parent,omitempty"`
+	V       int    `json:"v"`
+	Owner   string `json:"owner,omitempty"`
+	Token   string `json:"token,omitempty"`
+	Rev     uint64 `json:"rev"`
+	LeaseMS int64  `json:"lease_ms,omitempty"`
+	State   State  `json:"state,omitempty"`
+	Parent  string `json:"parent,omitempty"`
 	// Named, in a pending record, says that its parent's progress names
 	// the side segment while it may publish it again (Progress.Writing):
 	// the side may be claimed once that progress does not, though the
 	// parent is still ready (a carving pass leaves it so). An older
 	// dlqdump ignores it and waits until the parent is no longer ready.
-	Named bool `json:"named,omitempty"`
+	Named    bool            `json:"named,omitempty"`
 	Written  time.Time       `json:"written,omitzero"`
 	Progress json.RawMessage `json:"progress,omitempty"`
 	// Publishing lists the segments the holder decided to publish on
