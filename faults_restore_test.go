@@ -80,6 +80,11 @@ func TestFaultsRestore(t *testing.T) {
 		// with one between it made 241 of the enumeration's 969
 		// runs, issue 30).
 		{"fs", dirs, restorefaults.Variant{Act: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
+		// The pass over reason=failed carves its records out of the
+		// segments (RunOptions.Carve): each call of the carve (the
+		// side segment's record, staging, publishing, the saves
+		// around them) faulted, first and last.
+		{"fs", dirs, restorefaults.Variant{Carve: true}, restorefaults.Selection{Modes: restorefaults.AllModes, Spread: -1}},
 	} {
 		t.Run(tc.name+"-"+tc.variant.String(), func(t *testing.T) {
 			t.Parallel()

@@ -33,7 +33,8 @@ func (g *segRun) lastBlock(next segment.Position) bool {
 
 // saveLast writes the checkpoint of a segment's last block, which says it is
 // done, now. When nothing remains but finishing it (no side segment to
-// write), the same write fences the claim for Finish (Keeper.SaveFinal).
+// write, no record carved to copy out), the same write fences the claim for
+// Finish (Keeper.SaveFinal).
 func (g *segRun) saveLast() error {
 	if g.dry {
 		return nil
@@ -43,7 +44,7 @@ func (g *segRun) saveLast() error {
 	}
 	p := g.marshal()
 	var err error
-	if len(g.prog.Aside) == 0 && !g.untouched() {
+	if len(g.prog.Aside) == 0 && len(g.prog.Carve) == 0 && !g.untouched() {
 		err = g.keep.SaveFinal(g.ctx, p, g.destination())
 	} else {
 		err = g.keep.Save(g.ctx, p)

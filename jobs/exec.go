@@ -211,6 +211,12 @@ func (x *execution) options(spec Spec) dlqdump.RunOptions {
 	opts.Stop = x.stopped
 	opts.OnProgress = x.progress
 	opts.WaitClaimed = max(x.rn.o.WaitHeld, 0)
+	// A paced job over the ready area takes its records out of the
+	// segments it shares (RunOptions.Carve, effective with a selection)
+	// rather than holding them while it delivers: jobs over one store run
+	// at once. Not over named segments: a side segment it left, stopped,
+	// would not be one of them for its next pass.
+	opts.Carve = opts.Rate > 0 && opts.Area == dlqdump.AreaReady && len(opts.Segments) == 0
 	if opts.Area == dlqdump.AreaQuarantine {
 		opts.OnRelease = x.releasing
 	}

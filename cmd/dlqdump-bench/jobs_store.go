@@ -30,9 +30,12 @@ import (
 // blocks not read, which nothing they select can be in), what was read:
 // the segments' bytes, as a multiple of the store; and how long passes
 // waited for segments other jobs held (their number and the time in all):
-// jobs over one segment take turns on it.
+// jobs over one segment take turns on it, unless they carve their records
+// out of it (dlqdump.RunOptions.Carve, which paced jobs do). -two-slow shows
+// that: two jobs at 2 records per second over one segment.
 //
 //	go run ./cmd/dlqdump-bench jobs one-store -runs 3
+//	go run ./cmd/dlqdump-bench jobs one-store -two-slow -runs 3
 func benchJobsOneStore(args []string) error {
 	fl := flag.NewFlagSet("jobs one-store", flag.ExitOnError)
 	nJobs := fl.Int("jobs", 30, "jobs, job K selecting batch=K")
@@ -42,7 +45,11 @@ func benchJobsOneStore(args []string) error {
 	runners := fl.Int("runners", 3, "runners")
 	restorers := fl.Int("restorers", 4, "Restorers per runner")
 	runs := fl.Int("runs", 1, "runs, each on a store of its own")
+	slow := fl.Bool("two-slow", false, "two slow jobs over one segment: -jobs 2 -batch 20 -segment-records 40 -rate 2 -runners 2 -restorers 1 (each job's ideal is 10 s; jobs that take turns on the segment take about the sum)")
 	_ = fl.Parse(args)
+	if *slow {
+		*nJobs, *batch, *perSeg, *rateF, *runners, *restorers = 2, 20, 40, 2, 2, 1
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tjobs\tsegments\tideal\tduration p50\tp90\tmax\tdue to end p50\tp90\tlate p90\tpasses\tmost passes\trecords left\tsegment bytes read\twaits for held segments\t")
 	for run := range *runs {

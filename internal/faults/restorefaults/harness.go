@@ -370,6 +370,7 @@ type childSpec struct {
 	Point    string    `json:"point"`
 	Jobs     bool      `json:"jobs,omitempty"`
 	Act      bool      `json:"act,omitempty"`
+	Carve    bool      `json:"carve,omitempty"`
 }
 
 // IsChild reports whether this process was started to run ChildMain.
@@ -409,7 +410,7 @@ func ChildMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	_ = drive(context.Background(), Variant{Jobs: spec.Jobs, Act: spec.Act}, rd, r, nil)
+	_ = drive(context.Background(), Variant{Jobs: spec.Jobs, Act: spec.Act, Carve: spec.Carve}, rd, r, nil)
 	_ = r.Close()
 	b, _ := json.Marshal(in.Counts())
 	fmt.Fprintf(os.Stdout, "%s%s\n", callsLine, b)
@@ -438,7 +439,7 @@ func (p *printing) Enqueue(x any) error {
 // returns what it delivered, the calls it made when it was not killed, and
 // whether the fault killed it.
 func (h *Harness) child(ctx context.Context, p *Place, sd *seeded, pt faults.Point) ([]string, faults.Counts, bool, error) {
-	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String(), Jobs: h.Variant.Jobs, Act: h.Variant.Act})
+	spec, _ := json.Marshal(childSpec{Place: p.spec, Identity: sd.identity, Point: pt.String(), Jobs: h.Variant.Jobs, Act: h.Variant.Act, Carve: h.Variant.Carve})
 	cmd := h.Child()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()

@@ -44,6 +44,12 @@ type Variant struct {
 	// (the command exits 1), and the discarded records must end in the
 	// quarantine, never delivered.
 	Act bool
+	// Carve restores the records reason=failed with a carving pass
+	// (RunOptions.Carve) before the pass over everything: it copies them
+	// out of each segment into a side segment of their own (all of a's,
+	// every other record of b's, none of c's), releases the segment and
+	// restores the side segment.
+	Carve bool
 }
 
 func (v Variant) String() string {
@@ -56,6 +62,9 @@ func (v Variant) String() string {
 	}
 	if v.Act {
 		s += ", replay and discard"
+	}
+	if v.Carve {
+		s += ", carve"
 	}
 	return s
 }
@@ -248,7 +257,7 @@ func drive(ctx context.Context, v Variant, rd sink.Reader, r *dlqdump.Restorer, 
 		}
 	}
 	if !v.Jobs {
-		_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}})
+		_, err1 := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{dlqdump.HeaderReason: "failed"}, Carve: v.Carve})
 		_, err2 := r.Run(ctx, dlqdump.RunOptions{})
 		return errors.Join(err1, err2)
 	}
