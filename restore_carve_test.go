@@ -239,3 +239,50 @@ func TestCarvingPassSkipsAnothersSide(t *testing.T) {
 	cancelA(errors.New("paused"))
 	<-doneA
 }
+
+// readsByName is a store that counts the bytes read from each segment.
+type readsByName struct {
+	*memsink.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *readsByName) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	f, err := s.Store.Open(ctx, area, name)
+	if err != nil {
+		return nil, err
+	}
+	return &sideCountedFile{File: f, s: s, name: name}, nil
+}
+
+type sideCountedFile struct {
+	sink.File
+	s    *readsByName
+	name string
+}
+
+func (f *sideCountedFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.s.mu.Lock()
+	f.s.n[f.name] += n
+	f.s.mu.Unlock()
+	return n, err
+}
+
+// A carving pass delivers its side segment from the bytes it wrote, not
+// from the store: the side segment is never read.
+func TestCarvedSideReadFromMemory(t *testing.T) {
+	st := &readsByName{Store: carveStore(t, 40, 2), n: map[string]int{}}
+	parent := st.Names(sink.AreaReady)[0]
+	c := newCarveDest(nil)
+	r := newRestorer(t, dlqdump.Config{Reader: st, Queue: c})
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: true})
+	if err != nil || rep.Delivered != 20 || rep.Carved != 20 || rep.SideSegments != 1 {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	for name, n := range st.n {
+		if name != parent {
+			t.Fatalf("read %d bytes of %s, the side segment; want none (only %s read)", n, name, parent)
+		}
+	}
+}

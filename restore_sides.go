@@ -67,7 +67,7 @@ func (g *segRun) writeSides(all bool) error {
 		return err
 	}
 	for _, sd := range sides {
-		if err := g.writeSide(sd.area, sd.runs, sd.name); err != nil {
+		if err := g.writeSide(sd.area, sd.runs, sd.name, sd.carved); err != nil {
 			return err
 		}
 		g.prog.Sides++
@@ -86,8 +86,9 @@ func (g *segRun) writeSides(all bool) error {
 	return g.save(true)
 }
 
-// writeSide writes one side segment, name, holding the records of runs.
-func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string) error {
+// writeSide writes one side segment, name, holding the records of runs;
+// a carved one's bytes are kept for its pass (keepCarved).
+func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string, carved bool) error {
 	var records uint64
 	for _, a := range runs {
 		records += a.Records()
@@ -121,7 +122,13 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string) err
 	// carries a summary, as a Queue's segments do: a selective pass that
 	// takes none of its records (a restore job beside the one that
 	// carved it) neither claims nor reads it.
-	w, err := segment.NewWriter(sw, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey(), Summarize: true})
+	var out io.Writer = sw
+	var kept *keptCopy
+	if carved && src.DataKey() == nil {
+		kept = &keptCopy{w: sw}
+		out = kept
+	}
+	w, err := segment.NewWriter(out, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey(), Summarize: true})
 	if err == nil {
 		err = g.copyRuns(src, w, runs)
 	}
@@ -143,8 +150,36 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string) err
 	if err := g.keep.Publish(ctx, claims.Publication{Staged: staged, Name: name, Area: area}, nil); err != nil {
 		return fmt.Errorf("dlqdump: publish %s segment %s for the records set aside from %s: %w", area, name, g.name, err)
 	}
+	if kept != nil && !kept.over {
+		g.r.kept.put(keptKey{area: sink.AreaReady, name: name, size: int64(len(kept.b))}, kept.b)
+	}
 	g.r.log.Info("wrote the records set aside", slog.String("segment", g.name), slog.String("side", name), slog.String("area", area.String()), slog.Uint64("records", records))
 	return nil
+}
+
+// keptCopy writes a carved side segment to w and keeps its bytes, up to
+// keptMax (over: more were written), for the pass that restores it: it
+// reads them from memory instead of the store (restore_kept.go), as it
+// reads what a dry run kept. Only an unencrypted side segment's are kept:
+// its bytes follow from its segment and runs alone, so a copy an earlier
+// attempt published under its name (found there, and kept) has them too
+// (an encrypted one is sealed under a new salt each time); the size is
+// checked when it is opened, as a dry run's are.
+type keptCopy struct {
+	w    io.Writer
+	b    []byte
+	over bool
+}
+
+func (k *keptCopy) Write(p []byte) (int, error) {
+	if !k.over {
+		if len(k.b)+len(p) > keptMax {
+			k.over, k.b = true, nil
+		} else {
+			k.b = append(k.b, p...)
+		}
+	}
+	return k.w.Write(p)
 }
 
 // blockSize returns the block size of side segments: the source's largest

@@ -45,6 +45,7 @@ func faultsRestore(o *options) []result {
 		{dirs, restorefaults.Variant{}},
 		{dirs, restorefaults.Variant{Encrypted: true}},
 		{dirs, restorefaults.Variant{Jobs: true}},
+		{dirs, restorefaults.Variant{Carve: true}},
 		{s3s, restorefaults.Variant{}},
 	} {
 		h := &restorefaults.Harness{Store: tc.store, Variant: tc.variant, Child: func() *exec.Cmd { return exec.Command(os.Args[0]) }}
