@@ -16,6 +16,8 @@ import (
 // as it first opens the segment the holder was finishing, or as it deletes
 // or moves it: CI's deterministic sample, the first and last effect of each
 // holder paused before it, on a directory and (the first only) on gofakes3.
+// A carving pass (holder "carve") is paused as it publishes a carved side
+// segment and as it finishes one.
 // cmd/dlqdump-reliability (or DLQDUMP_STALLS_FULL=1) pauses before and
 // after every effect, on versitygw too. Before issue 30's fix, 7 of the 36
 // runs on a directory failed: a prune's late delete lost what the taker

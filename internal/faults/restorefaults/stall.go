@@ -38,6 +38,7 @@ type Holder struct {
 	Ops []faults.Op
 
 	segments []stallSegment
+	halves   bool                    // the records carry a header "half", 0 or 1 alternately
 	config   func(c *dlqdump.Config) // the holder's restorer, from the taker's
 	run      func(ctx context.Context, r *dlqdump.Restorer) error
 }
@@ -71,6 +72,16 @@ var Holders = []Holder{
 		config: func(c *dlqdump.Config) { c.Version = stallV2 }},
 	{Name: "delete-version", Ops: deleteOps, segments: plainSegments(3), run: runPass,
 		config: func(c *dlqdump.Config) { c.Version, c.VersionPolicy = stallV2, dlqdump.VersionDelete }},
+	// A carving pass (RunOptions.Carve) over half of each segment's
+	// records: paused as it publishes a carved side segment (its move
+	// out of the staging area, after the record decided it), and as it
+	// finishes the side segments it restored; the taker restores
+	// everything meanwhile.
+	{Name: "carve", Ops: append([]faults.Op{faults.OpUnstage}, deleteOps...), segments: plainSegments(3), halves: true,
+		run: func(ctx context.Context, r *dlqdump.Restorer) error {
+			_, err := r.Run(ctx, dlqdump.RunOptions{Where: dlqdump.Headers{"half": "0"}, Carve: true})
+			return err
+		}},
 	{Name: "prune", Ops: deleteOps, segments: plainSegments(3),
 		config: func(c *dlqdump.Config) {
 			c.Retention = dlqdump.Retention{Ready: dlqdump.Limits{MaxAge: time.Hour}}
@@ -123,7 +134,11 @@ func seedStall(p *Place, h *Holder) (*stallSeeded, error) {
 		var items []string
 		for i := range stallRecords {
 			it := fmt.Sprintf("%s-%c%04d-%s", h.Name, 'a'+s, i, strings.Repeat("y", i%17))
-			if err := w.Add(created, nil, []byte(it)); err != nil {
+			var hdrs map[string]string
+			if h.halves {
+				hdrs = map[string]string{"half": fmt.Sprint(i % 2)}
+			}
+			if err := w.Add(created, hdrs, []byte(it)); err != nil {
 				return nil, err
 			}
 			items = append(items, it)
