@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+
+	"github.com/dlqdump/dlqdump/internal/claims"
 )
 
 // Carving (RunOptions.Carve): a selective pass at a slow pace over a segment
@@ -32,6 +34,35 @@ import (
 // them (not a Discard) and is not a dry run.
 func (g *segRun) carves() bool {
 	return g.opts.Carve && g.filtered && g.opts.Discard == "" && !g.dry
+}
+
+// selectedAll reports whether a carving run that read the segment from
+// start on selected every record there: it carved them all and left none
+// (nothing set aside, no block damaged, no side segment written on the way).
+func (g *segRun) selectedAll(start *claims.Progress) bool {
+	p := &g.prog
+	return len(p.Carve) > 0 && len(p.Aside) == 0 && p.Damaged == start.Damaged && p.Sides == start.Sides && p.Skipped == start.Skipped
+}
+
+// uncarve turns a carving run that selected every record from start on
+// into a run that delivers them from the segment: no other pass selects
+// from it, so copying them out would cost a copy and gain nothing (a side
+// segment a carving pass left, stopped, is restored so by its next pass,
+// not copied again). The progress goes back to start, which lists none of
+// them (none was delivered), and the records are read again (a small
+// segment from the bytes a dry run kept, restore_kept.go). A run
+// interrupted before the progress went back writes the side segment from
+// the carved runs, as it would have. done reports that the run ends there,
+// with err.
+func (g *segRun) uncarve(start claims.Progress) (done bool, err error) {
+	g.r.log.Debug("a carving pass selects every record of a segment: delivering them from it", slog.String("segment", g.name), slog.Uint64("records", g.carved))
+	g.rep.Carved -= g.carved
+	g.carved, g.carve = 0, false
+	g.prog = start
+	if err := g.save(true); err != nil {
+		return true, err
+	}
+	return g.readToEnd()
 }
 
 // restoreCarved restores the side segments a carving run wrote (sides), one

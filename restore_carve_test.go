@@ -286,3 +286,31 @@ func TestCarvedSideReadFromMemory(t *testing.T) {
 		}
 	}
 }
+
+// A carving pass over a segment whose every record it selects (here a side
+// segment a carving pass left when it was stopped) copies nothing: it
+// delivers them from the segment.
+func TestCarvingPassDeliversAWhollySelectedSegment(t *testing.T) {
+	st := carveStore(t, 40, 2)
+	stop, cancel := context.WithCancelCause(context.Background())
+	paused := errors.New("paused")
+	first := newCarveDest(nil)
+	go func() { <-first.first; cancel(paused) }()
+	r := newRestorer(t, dlqdump.Config{Reader: st, Queue: first})
+	opts := dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Rate: 1000, Carve: true, Stop: stop}
+	rep, err := r.Run(t.Context(), opts)
+	if !errors.Is(err, paused) || rep.Carved != 20 || rep.Delivered == 20 {
+		t.Fatalf("the first pass: %+v, %v; want 20 carved, stopped before all were delivered", rep, err)
+	}
+	if n := len(st.Names(sink.AreaReady)); n != 2 {
+		t.Fatalf("%d segments ready after the carve, want the segment and its side segment", n)
+	}
+	rest := newCarveDest(nil)
+	r2 := newRestorer(t, dlqdump.Config{Reader: st, Queue: rest})
+	opts.Stop = nil
+	rep, err = r2.Run(t.Context(), opts)
+	if err != nil || rep.Carved != 0 || rep.SideSegments != 0 || rep.Delivered != uint64(20-len(first.items())) {
+		t.Fatalf("the pass after: %+v, %v; want the side segment's %d records delivered from it, nothing carved", rep, err, 20-len(first.items()))
+	}
+	onceEach(t, append(first.items(), rest.items()...), 20)
+}

@@ -204,15 +204,14 @@ func (g *segRun) run(found json.RawMessage) error {
 		}
 	}
 	if !g.prog.Done {
-		if err := g.readBlocks(); err != nil {
-			if errors.Is(err, errSetAside) {
-				return nil // quarantined where it stopped
-			}
+		start, fresh := g.prog, g.carve && len(g.prog.Aside) == 0 && len(g.prog.Carve) == 0
+		if done, err := g.readToEnd(); done || err != nil {
 			return err
 		}
-		if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
-			g.prog.Done = true
-			if err := g.save(true); err != nil {
+		if fresh && g.selectedAll(&start) {
+			// Nothing to leave to others: delivered from the segment,
+			// not copied (restore_carve.go).
+			if done, err := g.uncarve(start); done || err != nil {
 				return err
 			}
 		}
@@ -232,6 +231,25 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.leave()
 	}
 	return g.finish()
+}
+
+// readToEnd handles the records from the position to the end of the
+// segment; done reports that the run ends there, with err (nil when the
+// segment was quarantined where it stopped).
+func (g *segRun) readToEnd() (done bool, err error) {
+	if err := g.readBlocks(); err != nil {
+		if errors.Is(err, errSetAside) {
+			return true, nil // quarantined where it stopped
+		}
+		return true, err
+	}
+	if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
+		g.prog.Done = true
+		if err := g.save(true); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // open opens the segment and its reader, authenticates its progress when

@@ -18,9 +18,14 @@
 // them into a destination by name at a velocity of its own, and runs at a
 // given second, or inside daily windows. A selective job reads the blocks
 // it selects from and rewrites nothing: the records it leaves stay in their
-// segments (see dlqdump's Report.LeftSegments). Jobs over one store take
-// turns on the segments their selections share within their passes: a
-// pass that meets a segment another job holds restores its other segments,
-// then waits for that one (RunnerOptions.WaitHeld) and reads what the
-// other job left in it, instead of ending and being tried again.
+// segments (see dlqdump's Report.LeftSegments). A job with a selection and a
+// Rate carves (dlqdump.RunOptions.Carve): it holds a segment it shares only
+// while it copies its records out of it into a side segment of their own,
+// then delivers from that at its pace, so jobs whose selections are
+// disjoint deliver from one segment at the same time, and overlapping ones
+// deliver each record once; it costs a copy of the records it selects. A
+// pass that meets a segment another job holds (one carving, or a job
+// without a Rate delivering from it) restores its other segments, then
+// waits for that one (RunnerOptions.WaitHeld) and reads what the other job
+// left in it, instead of ending and being tried again.
 package jobs

@@ -13,7 +13,7 @@ func (r *Report) WriteMarkdown(w io.Writer, intro bool) {
 		fmt.Fprintf(w, "## Restore-side fault enumeration\n\n")
 		fmt.Fprintf(w, "The scenario (package internal/faults/restorefaults) restores three segments "+
 			"with a record that does not decode, one the destination always refuses, a filtered pass (reason=failed) "+
-			"whose unselected records stay in their segment, and the archive on; on a directory, plain, encrypted and through two restore jobs (their records faulted too), and on an S3 server. "+
+			"whose unselected records stay in their segment, and the archive on; on a directory, plain, encrypted, through two restore jobs (their records faulted too) and with the filtered pass carving its records out of each segment into a side segment of their own (RunOptions.Carve), and on an S3 server. "+
 			"A run without fault counts the calls of every Reader and record operation (the least of three runs: the "+
 			"claim keeper's timer adds renewals on a slow machine); then each call fails without effect (fail), takes "+
 			"effect and reports failure (lost), kills the process just before (crash) or after it (crash-after), or "+

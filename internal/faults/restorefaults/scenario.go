@@ -45,10 +45,11 @@ type Variant struct {
 	// quarantine, never delivered.
 	Act bool
 	// Carve restores the records reason=failed with a carving pass
-	// (RunOptions.Carve) before the pass over everything: it copies them
-	// out of each segment into a side segment of their own (all of a's,
-	// every other record of b's, none of c's), releases the segment and
-	// restores the side segment.
+	// (RunOptions.Carve) before the pass over everything: it copies every
+	// other record of b's out into a side segment of their own, releases
+	// b and restores the side segment; it selects every record of a, so
+	// it reads a again and delivers from it (nothing copied), and none of
+	// c's.
 	Carve bool
 }
 
