@@ -82,6 +82,13 @@ func (h logSignal) WithGroup(string) slog.Handler      { return h }
 // met a's claim on segment 1.
 func sharedSegmentJobs(t *testing.T, wait time.Duration) (js *jobs.Store, da, db *ctlDest, met <-chan struct{}, release chan struct{}) {
 	t.Helper()
+	return sharedSegmentJobsAt(t, wait, 0)
+}
+
+// sharedSegmentJobsAt is sharedSegmentJobs with both jobs at rate (0: no
+// Rate of their own).
+func sharedSegmentJobsAt(t *testing.T, wait time.Duration, rate float64) (js *jobs.Store, da, db *ctlDest, met <-chan struct{}, release chan struct{}) {
+	t.Helper()
 	st := memsink.New()
 	dumpBatches(t, st, 120, 40, 30)
 	js, err := jobs.Open(st)
@@ -119,11 +126,11 @@ func sharedSegmentJobs(t *testing.T, wait time.Duration) (js *jobs.Store, da, db
 	}
 	// Job a's selection is in segment 1 alone; it holds that segment
 	// while its 5th delivery waits.
-	if _, err := js.Create(t.Context(), jobs.Spec{ID: "a", Select: "batch = 0 and payload ~ item-0003"}); err != nil {
+	if _, err := js.Create(t.Context(), jobs.Spec{ID: "a", Select: "batch = 0 and payload ~ item-0003", Rate: rate}); err != nil {
 		t.Fatal(err)
 	}
 	<-reached
-	if _, err := js.Create(t.Context(), jobs.Spec{ID: "b", Where: map[string]string{"batch": "1"}, Destination: "b"}); err != nil {
+	if _, err := js.Create(t.Context(), jobs.Spec{ID: "b", Where: map[string]string{"batch": "1"}, Destination: "b", Rate: rate}); err != nil {
 		t.Fatal(err)
 	}
 	return js, da, db, sig.seen, release
@@ -148,6 +155,29 @@ func TestJobsOverOneStoreShareItsSegments(t *testing.T) {
 	// left at most.
 	if b.Skipped > 10 {
 		t.Fatalf("job b read and left %d records: want at most 10 (segment 2's batch 2)", b.Skipped)
+	}
+}
+
+// Paced jobs carve (dlqdump.RunOptions.Carve): job a holds segment 1 only
+// while it copies its records out of it, so job b, whose records share the
+// segment, delivers all of them and completes while a's delivery is still
+// held at its 5th record. Before, b waited for a to let segment 1 go, which
+// it did only once its delivery went on.
+func TestPacedJobsDeliverFromOneSegmentAtOnce(t *testing.T) {
+	js, da, db, _, release := sharedSegmentJobsAt(t, time.Hour, 1000)
+	b := waitJob(t, js, "b")
+	nb, twiceB := db.delivered()
+	if b.State != jobs.Completed || nb != 40 || twiceB != 0 || b.Attempts != 1 {
+		t.Fatalf("job b %s after %d passes with %d delivered (%d twice), while a's delivery is held; want completed in one pass, 40 once", b.State, b.Attempts, nb, twiceB)
+	}
+	if na, _ := da.delivered(); na != 4 {
+		t.Fatalf("job a delivered %d records meanwhile, want the 4 before its held 5th", na)
+	}
+	close(release)
+	a := waitJob(t, js, "a")
+	na, twiceA := da.delivered()
+	if a.State != jobs.Completed || na != 10 || twiceA != 0 {
+		t.Fatalf("job a %s with %d delivered (%d twice); want completed, 10 once", a.State, na, twiceA)
 	}
 }
 
