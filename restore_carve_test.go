@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/faults"
 	"github.com/dlqdump/dlqdump/internal/memsink"
 	"github.com/dlqdump/dlqdump/selection"
 	"github.com/dlqdump/dlqdump/sink"
@@ -243,11 +244,18 @@ func TestCarvingPassSkipsAnothersSide(t *testing.T) {
 // readsByName is a store that counts the bytes read from each segment.
 type readsByName struct {
 	*memsink.Store
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int // bytes read
+	opens map[string]int // opens tried, found or not
 }
 
 func (s *readsByName) Open(ctx context.Context, area sink.Area, name string) (sink.File, error) {
+	s.mu.Lock()
+	if s.opens == nil {
+		s.opens = map[string]int{}
+	}
+	s.opens[name]++
+	s.mu.Unlock()
 	f, err := s.Store.Open(ctx, area, name)
 	if err != nil {
 		return nil, err
@@ -313,4 +321,44 @@ func TestCarvingPassDeliversAWhollySelectedSegment(t *testing.T) {
 		t.Fatalf("the pass after: %+v, %v; want the side segment's %d records delivered from it, nothing carved", rep, err, 20-len(first.items()))
 	}
 	onceEach(t, append(first.items(), rest.items()...), 20)
+}
+
+// A dry run over a segment whose progress lists records a carving pass
+// carved (it failed before their side segment was written) restores no
+// side segment: it writes none. Before, it tried the side segment it named
+// and found it missing.
+func TestDryRunOverACarvedProgress(t *testing.T) {
+	st := carveStore(t, 40, 2)
+	name := st.Names(sink.AreaReady)[0]
+	pt, err := faults.ParsePoint("Reader.Create#1/fail") // the side segment's staging
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRestorer(t, dlqdump.Config{Reader: faults.WrapReader(st, faults.New(pt)), Queue: newCarveDest(nil)})
+	rep, err := r.Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: true})
+	if err == nil || rep.Carved != 20 || rep.Delivered != 0 {
+		t.Fatalf("the carving pass: %+v, %v; want it failed writing the side segment", rep, err)
+	}
+	if names := st.Names(sink.AreaReady); len(names) != 1 || names[0] != name {
+		t.Fatalf("ready after the failure: %v, want %s alone", names, name)
+	}
+	counted := &readsByName{Store: st, n: map[string]int{}}
+	dry := newRestorer(t, dlqdump.Config{Reader: counted, Queue: newCarveDest(nil)})
+	rep, err = dry.Run(t.Context(), dlqdump.RunOptions{DryRun: true})
+	if err != nil || rep.Gone != 0 || rep.Segments != 1 {
+		t.Fatalf("the dry run: %+v, %v; want the segment alone counted", rep, err)
+	}
+	for n := range counted.opens {
+		if n != name {
+			t.Fatalf("the dry run opened %s (opens: %v); want %s alone", n, counted.opens, name)
+		}
+	}
+	all := newCarveDest(nil)
+	if _, err := newRestorer(t, dlqdump.Config{Reader: st, Queue: all}).Run(t.Context(), dlqdump.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newRestorer(t, dlqdump.Config{Reader: st, Queue: all}).Run(t.Context(), dlqdump.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onceEach(t, all.items(), 40)
 }

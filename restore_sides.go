@@ -72,7 +72,9 @@ func (g *segRun) writeSides(all bool) error {
 		}
 		g.prog.Sides++
 		g.rep.SideSegments++
-		if sd.carved {
+		if sd.carved && !g.dry {
+			// Restored by the pass once the segment is let go (a dry
+			// run writes none).
 			g.carvedSides = append(g.carvedSides, sd.name)
 		}
 	}
