@@ -116,6 +116,10 @@ func (v *Claim) Note(area sink.Area, records uint64, known bool) string {
 		}
 		fmt.Fprintf(&b, "quarantined%s", by)
 	default:
+		if v.Rec.State == claims.StatePending && v.Rec.Named {
+			fmt.Fprintf(&b, "records set aside from %s (restorable once its progress no longer lists them, or it is finished)", v.Rec.Parent)
+			break
+		}
 		if v.Rec.State == claims.StatePending {
 			fmt.Fprintf(&b, "records set aside from %s (restorable once that is finished)", v.Rec.Parent)
 			break
