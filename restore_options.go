@@ -129,9 +129,10 @@ type RunOptions struct {
 	// from the segment, and delivered once. It costs a copy of the
 	// selected records (on S3 a few more requests per segment: the side
 	// segment's record, its staging, its move and the checkpoints around
-	// them). Restore jobs with a selection and a Rate carve
-	// (package jobs). Default false: a pass delivers from the segment
-	// while it holds it.
+	// them). A carving pass works on one segment at a time
+	// (Config.SegmentsInFlight does not apply). Restore jobs with a
+	// selection and a Rate carve (package jobs). Default false: a pass
+	// delivers from the segment while it holds it.
 	Carve bool
 	// WaitClaimed, when positive, is how long the pass waits for a
 	// segment it selects from that another restorer holds (another

@@ -163,9 +163,11 @@ func (in *inFlight) stopPass(err error) {
 // once: one for a dry run, for a pass with a Limit, an OnBlock or an
 // OnProgress (which count what the segments before did) and for a pass
 // over the quarantine (which releases each segment into the ready area
-// before its run), Config.SegmentsInFlight otherwise.
+// before its run), for a carving pass (which restores the side segments it
+// carves after each segment: they would be in flight beside the next
+// ones), Config.SegmentsInFlight otherwise.
 func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
-	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.OnProgress != nil || opts.Area == AreaQuarantine {
+	if opts.DryRun || opts.Limit > 0 || opts.OnBlock != nil || opts.OnProgress != nil || opts.Area == AreaQuarantine || opts.Carve {
 		return 1
 	}
 	return r.c.SegmentsInFlight

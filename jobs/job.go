@@ -102,8 +102,12 @@ type Spec struct {
 	// quarantined. Default 0: no limit.
 	Limit uint64 `json:"limit,omitempty"`
 	// Rate paces the job to this many items per second, on top of the
-	// Restorer's own RateLimit (like SQS redrive's velocity). Default 0:
-	// the Restorer's pace.
+	// Restorer's own RateLimit (like SQS redrive's velocity). A paced job
+	// with a selection over the ready area (not over named Segments)
+	// carves (dlqdump.RunOptions.Carve): it copies the records it selects
+	// out of each segment it shares into a side segment of their own and
+	// lets the segment go, so that other jobs deliver from it meanwhile;
+	// that costs a copy of those records. Default 0: the Restorer's pace.
 	Rate float64 `json:"rate,omitempty"`
 	// Destination names where the job delivers: "" is the runner's
 	// Restorer's Queue, another name one of its Config.Destinations. A
