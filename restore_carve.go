@@ -24,6 +24,12 @@ import (
 // it selects, and it is not carved again. A record carved by one pass is gone
 // from the segment: passes whose selections overlap deliver it once.
 //
+// While it reads the segment, a carving run writes no checkpoint (it
+// delivers nothing, and a run interrupted there reads it again): the first
+// progress that lists carved records is the one that names their side
+// segment, right before it is written, and the next drops them. So an older
+// dlqdump, which knows neither, meets them only within that window.
+//
 // The side segment's record is pending until the segment's progress no
 // longer names it (claims.Progress.Writing): a run that resumes the segment
 // after an interruption between the two saves writes the same side segment
@@ -57,7 +63,7 @@ func (g *segRun) selectedAll(start *claims.Progress) bool {
 func (g *segRun) uncarve(start claims.Progress) (done bool, err error) {
 	g.r.log.Debug("a carving pass selects every record of a segment: delivering them from it", slog.String("segment", g.name), slog.Uint64("records", g.carved))
 	g.rep.Carved -= g.carved
-	g.carved, g.carve = 0, false
+	g.carved, g.carve, g.carving = 0, false, false
 	g.prog = start
 	if err := g.save(true); err != nil {
 		return true, err

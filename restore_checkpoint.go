@@ -25,7 +25,7 @@ func (g *segRun) lost() bool { return g.keep != nil && g.keep.Lost() }
 // save records the progress: now when force is set or CheckpointInterval
 // passed since the last write, otherwise with the next renewal.
 func (g *segRun) save(force bool) error {
-	if g.dry {
+	if g.dry || g.carving && !force {
 		return nil
 	}
 	if err := g.checkpointing(); err != nil {
@@ -56,6 +56,11 @@ func (g *segRun) stop(pos segment.Position, cause error) error {
 	}
 	if g.lost() {
 		return fmt.Errorf("%w: segment %s", ErrLeaseLost, g.name)
+	}
+	if g.carving {
+		// Nothing delivered since the last checkpoint: the next run
+		// reads (and carves) from there again.
+		return cause
 	}
 	if err := g.checkpointing(); err != nil {
 		return errors.Join(cause, err)

@@ -83,6 +83,9 @@ type segRun struct {
 	carve       bool
 	carved      uint64
 	carvedSides []string
+	// carving: a carving run is reading the segment; its checkpoints are
+	// not written until its side segment is named (restore_carve.go).
+	carving bool
 }
 
 // restoreSegment claims a segment (or, in a dry run, reads its progress) and
@@ -205,7 +208,10 @@ func (g *segRun) run(found json.RawMessage) error {
 	}
 	if !g.prog.Done {
 		start, fresh := g.prog, g.carve && len(g.prog.Aside) == 0 && len(g.prog.Carve) == 0
-		if done, err := g.readToEnd(); done || err != nil {
+		g.carving = g.carve
+		done, err := g.readToEnd()
+		g.carving = false
+		if done || err != nil {
 			return err
 		}
 		if fresh && g.selectedAll(&start) {
@@ -216,7 +222,10 @@ func (g *segRun) run(found json.RawMessage) error {
 			}
 		}
 	} else if g.hasRemainder() {
-		if err := g.readRemainder(); err != nil {
+		g.carving = g.carve
+		err := g.readRemainder()
+		g.carving = false
+		if err != nil {
 			return err
 		}
 	}

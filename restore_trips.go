@@ -36,7 +36,7 @@ func (g *segRun) lastBlock(next segment.Position) bool {
 // write, no record carved to copy out), the same write fences the claim for
 // Finish (Keeper.SaveFinal).
 func (g *segRun) saveLast() error {
-	if g.dry {
+	if g.dry || g.carving {
 		return nil
 	}
 	if err := g.checkpointing(); err != nil {
