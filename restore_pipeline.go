@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -45,8 +46,13 @@ import (
 // from 64 segments to a page of 1000), taken in a random order (each oldest
 // first), so that restorers spread over the listing instead of all trying
 // the same segments; a part is looked at (its page of the listing, and the
-// records) before it is started, and a part where a run met another
-// restorer's claim is left to it. A segment whose claim was live when the
+// records) before it is started. A part the look finds others holding
+// segments of, and the rest of the part where a run first met another
+// restorer's claim, are taken from their newest end (turnLocked): the two
+// meet in the part's middle, where one would otherwise lose every segment
+// it has in flight at the other's frontier, and the last parts of a drain
+// are shared instead of left each to one restorer. A part where a run meets
+// another's claim again is left to it. A segment whose claim was live when the
 // pass listed the store is left to its holder without a request (the
 // listing's look at its record keeps observing it, so that a holder that
 // stopped is taken over once its lease passes); when a run meets another
@@ -89,6 +95,7 @@ type pipeline struct {
 	gone          map[string]bool // no longer ready
 	met           atomic.Int64    // 1 + the part where a run met another's claim
 	left          int             // 1 + the part being passed over
+	turned        map[int]bool    // parts taken newest first (under mu)
 }
 
 // A part of the listing, when other restorers work on the store, holds a
@@ -227,6 +234,41 @@ func (pl *pipeline) shuffleLocked() {
 	}
 }
 
+// turnLocked reverses the order of the rest of the part of names[i], from
+// position k on, when the look at it found segments of it claimed by other
+// restorers (which take it oldest first from where they entered it), so
+// that this restorer takes it from its newest end and meets them in its
+// middle instead of at their frontier, where all its segments in flight
+// would be claims lost to them. It reports whether it did; it does not
+// when Run has reached position k (the order of what Run reached stays).
+func (pl *pipeline) turnLocked(k, i int, met bool) bool {
+	p := pl.part(i)
+	if pl.order == nil || pl.runAt >= k || pl.turned[p] {
+		return false
+	}
+	end := k
+	held := false
+	for end < len(pl.order) && pl.part(pl.order[end]) == p {
+		name := pl.names[pl.order[end]]
+		if !pl.started[name] && (pl.elsewhere[name] || pl.listed != nil && pl.listed.live[name]) {
+			held = true
+		}
+		end++
+	}
+	if !held && !met || end-k < 2 {
+		return false
+	}
+	if pl.turned == nil {
+		pl.turned = map[int]bool{}
+	}
+	pl.turned[p] = true
+	slices.Reverse(pl.order[k:end])
+	for q := k; q < end; q++ {
+		pl.pos[pl.order[q]] = q
+	}
+	return true
+}
+
 // part returns the part of names[i].
 func (pl *pipeline) part(i int) int { return i / pl.partSize }
 
@@ -258,7 +300,7 @@ func (pl *pipeline) feed() {
 	slots := make(chan struct{}, 2*pl.depth) // runs
 	delivering := make(chan struct{}, pl.depth)
 	looked := -1 // the part looked at last
-	for k := range pl.names {
+	for k := 0; k < len(pl.names); k++ {
 		if pl.ctx.Err() != nil {
 			return
 		}
@@ -283,6 +325,19 @@ func (pl *pipeline) feed() {
 				shuffled := pl.order != nil
 				pl.shuffleLocked() // other restorers work here: spread out
 				pl.mu.Unlock()
+				if shuffled && m-1 == pl.part(i) && !pl.turned[m-1] {
+					// Met at its frontier: take the rest of the
+					// part from its newest end instead.
+					pl.mu.Lock()
+					turned := pl.turnLocked(k, i, true)
+					pl.mu.Unlock()
+					if turned {
+						<-delivering
+						<-slots
+						k--
+						continue
+					}
+				}
 				if shuffled {
 					pl.left = m // leave the part where one works to it
 				}
@@ -295,6 +350,17 @@ func (pl *pipeline) feed() {
 				pl.relistRecords.Store(false)
 				pl.relistReady.Store(false)
 				pl.others(i, true, true)
+				pl.mu.Lock()
+				turned := pl.turnLocked(k, i, false)
+				pl.mu.Unlock()
+				if turned {
+					// Another works from the part's oldest end: take
+					// it from its newest, to meet in its middle.
+					<-delivering
+					<-slots
+					k--
+					continue
+				}
 			} else if pl.looking.Load() {
 				// A look is on its way: start what is known not
 				// taken, as the look will.
