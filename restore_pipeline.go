@@ -43,7 +43,8 @@ import (
 // The pass's order is the listing's, oldest first, until other restorers
 // show (they held claims when the pass listed the store, or a run met one of
 // their claims): from there on the listing is cut into parts (a 256th of it,
-// from 64 segments to a page of 1000), taken in a random order (each oldest
+// from 64 segments to a page of 1000; 8 parts of a smaller listing, down to
+// 8 segments a part), taken in a random order (each oldest
 // first), so that restorers spread over the listing instead of all trying
 // the same segments; a part is looked at (its page of the listing, and the
 // records) before it is started. A part the look finds others holding
@@ -101,11 +102,23 @@ type pipeline struct {
 // A part of the listing, when other restorers work on the store, holds a
 // 256th of it, at least minPart segments and at most a page (seenPage), so
 // that looking at a part is a request for its page, and a large listing
-// is not looked at part by part by every restorer.
+// is not looked at part by part by every restorer; a listing of fewer than
+// 8 × minPart is cut into 8 parts of at least minSmallPart (partSize).
 const (
-	minPart = 64
-	parts   = 256
+	minPart      = 64
+	minSmallPart = 8
+	parts        = 256
 )
+
+// partSize returns how many segments a part of a listing of n holds: a
+// 256th of it, from minPart to a page (seenPage), and at least 8 parts of
+// a listing smaller than 8 × minPart (but parts of at least minSmallPart),
+// so that restorers sharing a small listing (the end of a drain, when what
+// is left fits in one part of 64) still spread over it instead of all
+// taking it in the same order.
+func partSize(n int) int {
+	return min(max(n/parts, min(minPart, max(minSmallPart, n/8))), seenPage)
+}
 
 // at returns the index in names of the segment at position k of the order,
 // for Run, which is there.
@@ -182,7 +195,7 @@ func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
-		partSize: min(max(len(names)/parts, minPart), seenPage),
+		partSize: partSize(len(names)),
 		jobs:     map[int]*segJob{}, passed: map[int]error{}, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if len(opts.Segments) == 0 {

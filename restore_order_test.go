@@ -68,3 +68,17 @@ func TestTurnTakesAPartOthersWorkFromItsNewestEnd(t *testing.T) {
 		t.Error("a pass in the listing's order was turned")
 	}
 }
+
+// Parts hold a 256th of a listing, from 64 segments to a page, except in
+// listings smaller than 8 parts of 64, which are cut into 8 parts of at
+// least 8: the end of a drain, when what is left fits in one part of 64,
+// is still spread over by the restorers sharing it.
+func TestPartSize(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{0, 8}, {5, 8}, {46, 8}, {100, 12}, {417, 52}, {512, 64}, {2000, 64}, {16384, 64}, {100000, 390}, {1000000, 1000},
+	} {
+		if got := partSize(c.n); got != c.want {
+			t.Errorf("partSize(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
