@@ -2,6 +2,7 @@ package main
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,3 +53,27 @@ func (a *App) registerMetrics() error {
 	}
 	return nil
 }
+
+// queueMetrics is the koykov queue's MetricsWriter: it counts what koykov
+// saw (puts, pulls, leaks, deadline drops) and what it lost (an item that
+// found neither room nor a DLQ: never, with the dump as DLQ).
+type queueMetrics struct {
+	puts, pulls, leaks atomic.Uint64
+	deadline, lost     atomic.Uint64
+}
+
+func (m *queueMetrics) WorkerSetup(active, sleep, stop uint)       {}
+func (m *queueMetrics) WorkerInit(uint32)                          {}
+func (m *queueMetrics) WorkerSleep(uint32)                         {}
+func (m *queueMetrics) WorkerWakeup(uint32)                        {}
+func (m *queueMetrics) WorkerWait(uint32, time.Duration)           {}
+func (m *queueMetrics) WorkerStop(_ uint32, _ bool, status string) {}
+func (m *queueMetrics) QueuePut()                                  { m.puts.Add(1) }
+func (m *queueMetrics) QueuePull()                                 { m.pulls.Add(1) }
+func (m *queueMetrics) QueueRetry()                                {}
+func (m *queueMetrics) QueueLeak(string)                           { m.leaks.Add(1) }
+func (m *queueMetrics) QueueDeadline()                             { m.deadline.Add(1) }
+func (m *queueMetrics) QueueLost()                                 { m.lost.Add(1) }
+func (m *queueMetrics) SubqPut(string)                             {}
+func (m *queueMetrics) SubqPull(string)                            {}
+func (m *queueMetrics) SubqLeak(string)                            {}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/koykov/queue"
 
 	"github.com/dlqdump/dlqdump"
+	"github.com/dlqdump/dlqdump/internal/backoff"
 )
 
 // errClosed means the scene no longer accepts tasks.
@@ -364,7 +364,7 @@ func (w worker) Do(x any) error {
 	t.mu.Lock()
 	t.lastErr = err.Error()
 	if attempt <= t.MaxRetries {
-		d := backoff(attempt, s.cfg.BackoffBase.D(), s.cfg.BackoffMax.D())
+		d := backoff.FullJitter(s.cfg.BackoffBase.D(), s.cfg.BackoffMax.D(), attempt)
 		t.setLocked(stQueued, "retry in "+d.Round(time.Millisecond).String())
 		t.mu.Unlock()
 		s.app.c.retries.Add(1)
@@ -377,16 +377,6 @@ func (w worker) Do(x any) error {
 	t.setLocked(stFailed, fmt.Sprintf("%d attempts failed", attempt))
 	t.mu.Unlock()
 	return err // FailToDLQ: koykov hands the entry to dlqTap, which dumps it
-}
-
-// backoff is the delay before retry n (1-based): exponential with full
-// jitter, uniformly in [0, min(base*2^(n-1), max)].
-func backoff(n int, base, maxDelay time.Duration) time.Duration {
-	d := base
-	for i := 1; i < n && d < maxDelay; i++ {
-		d *= 2
-	}
-	return rand.N(min(d, maxDelay) + 1)
 }
 
 // retryDue re-enqueues a task whose backoff ended: the same entry, which
@@ -498,109 +488,6 @@ func (r restoreTarget) Enqueue(x any) error {
 
 func (r restoreTarget) Rate() float32 { return r.s.q.Rate() }
 
-// producer generates tasks at cfg.Rate per second while running.
-type producer struct {
-	s    *Scene
-	idx  int
-	stop chan struct{}
-	done chan struct{}
-}
-
-func (p *producer) run() {
-	defer close(p.done)
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	perTick := p.s.cfg.Rate * tick.Seconds()
-	var owed float64
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
-		owed += perTick
-		for ; owed >= 1; owed-- {
-			select {
-			case <-p.stop:
-				return
-			default:
-			}
-			p.s.produce()
-		}
-	}
-}
-
-// produce creates and submits one generated task.
-func (s *Scene) produce() {
-	app := s.app
-	n := app.seq.Add(1)
-	t := newTask("auto-"+strconv.FormatUint(n, 10), genPayload(n, s.cfg.PayloadSize), s.cfg.MaxRetries)
-	if err := app.store.add(t); err != nil {
-		return
-	}
-	if err := s.submit(t, stQueued, ""); err != nil {
-		app.store.remove(t)
-		app.c.refused.Add(1)
-		return
-	}
-	app.c.produced.Add(1)
-}
-
-const payloadAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-
-// genPayload returns a JSON-looking order of about size bytes.
-func genPayload(n uint64, size int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"order":%d,"customer":"c-%d","amount":%d.%02d,"note":"`, n, rand.IntN(10000), rand.IntN(500), rand.IntN(100))
-	for b.Len() < size-2 {
-		b.WriteByte(payloadAlphabet[rand.IntN(len(payloadAlphabet))])
-	}
-	b.WriteString(`"}`)
-	return b.String()
-}
-
-// setProducers starts or stops producers until n run. It returns how many run.
-func (s *Scene) setProducers(n int) (int, error) {
-	s.prodMu.Lock()
-	defer s.prodMu.Unlock()
-	select {
-	case <-s.stopped:
-		return int(s.prodUp.Load()), errClosed
-	default:
-	}
-	if n < 0 || n > len(s.producers) {
-		return int(s.prodUp.Load()), fmt.Errorf("producers: %d is outside 0..%d", n, len(s.producers))
-	}
-	up := int(s.prodUp.Load())
-	for ; up < n; up++ {
-		p := s.producers[up]
-		p.stop, p.done = make(chan struct{}), make(chan struct{})
-		go p.run()
-	}
-	for ; up > n; up-- {
-		p := s.producers[up-1]
-		close(p.stop)
-		<-p.done
-	}
-	s.prodUp.Store(int64(up))
-	return up, nil
-}
-
-// addProducers changes the number of producers by delta, within limits.
-func (s *Scene) addProducers(delta int) (int, error) {
-	s.prodMu.Lock()
-	n := int(s.prodUp.Load()) + delta
-	s.prodMu.Unlock()
-	if n < 0 {
-		return int(s.prodUp.Load()), errors.New("no producer is running")
-	}
-	if n > len(s.producers) {
-		return int(s.prodUp.Load()), fmt.Errorf("producers_max (%d) reached", len(s.producers))
-	}
-	return s.setProducers(n)
-}
-
 // idle reports whether nothing is in the queue, in a worker or waiting for a
 // retry: no accepted task is still on its way.
 func (s *Scene) idle() bool {
@@ -690,142 +577,3 @@ func (s *Scene) doStop(ctx context.Context, force bool) error {
 	close(s.stopped)
 	return errors.Join(errs...)
 }
-
-// retryScheduler holds tasks waiting for their backoff: a min-heap and one
-// timer, as in seed 003's RetryManager.
-type retryScheduler struct {
-	due func(*entry)
-
-	mu      sync.Mutex
-	h       retryHeap
-	seq     uint64
-	stopped bool
-	wake    chan struct{}
-	quit    chan struct{}
-	done    chan struct{}
-	count   atomic.Int64
-}
-
-type retryEntry struct {
-	at  time.Time
-	seq uint64
-	e   *entry
-}
-
-type retryHeap []retryEntry
-
-func (h retryHeap) Len() int { return len(h) }
-func (h retryHeap) Less(i, j int) bool {
-	return h[i].at.Before(h[j].at) || h[i].at.Equal(h[j].at) && h[i].seq < h[j].seq
-}
-func (h retryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *retryHeap) Push(x any)   { *h = append(*h, x.(retryEntry)) }
-func (h *retryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
-
-func newRetryScheduler(due func(*entry)) *retryScheduler {
-	r := &retryScheduler{due: due, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	go r.loop()
-	return r
-}
-
-// schedule queues t for d from now. It returns false once stopped.
-func (r *retryScheduler) schedule(e *entry, d time.Duration) bool {
-	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return false
-	}
-	r.seq++
-	heap.Push(&r.h, retryEntry{at: time.Now().Add(d), seq: r.seq, e: e})
-	r.count.Add(1)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (r *retryScheduler) len() int { return int(r.count.Load()) }
-
-func (r *retryScheduler) loop() {
-	defer close(r.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		r.mu.Lock()
-		var next time.Duration = time.Hour
-		var ready []*entry
-		now := time.Now()
-		for r.h.Len() > 0 {
-			if e := r.h[0]; e.at.After(now) {
-				next = e.at.Sub(now)
-				break
-			}
-			ready = append(ready, heap.Pop(&r.h).(retryEntry).e)
-		}
-		r.mu.Unlock()
-		for _, e := range ready {
-			r.due(e)
-			r.count.Add(-1)
-		}
-		if len(ready) > 0 {
-			continue
-		}
-		timer.Reset(next)
-		select {
-		case <-r.quit:
-			return
-		case <-r.wake:
-			timer.Stop()
-		case <-timer.C:
-		}
-	}
-}
-
-// stop ends the loop and returns the entries still waiting.
-func (r *retryScheduler) stop() []*entry {
-	r.mu.Lock()
-	r.stopped = true
-	r.mu.Unlock()
-	close(r.quit)
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*entry, 0, r.h.Len())
-	for _, e := range r.h {
-		out = append(out, e.e)
-	}
-	r.h = nil
-	r.count.Store(0)
-	return out
-}
-
-// queueMetrics is the koykov queue's MetricsWriter: it counts what koykov
-// saw (puts, pulls, leaks, deadline drops) and what it lost (an item that
-// found neither room nor a DLQ: never, with the dump as DLQ).
-type queueMetrics struct {
-	puts, pulls, leaks atomic.Uint64
-	deadline, lost     atomic.Uint64
-}
-
-func (m *queueMetrics) WorkerSetup(active, sleep, stop uint)       {}
-func (m *queueMetrics) WorkerInit(uint32)                          {}
-func (m *queueMetrics) WorkerSleep(uint32)                         {}
-func (m *queueMetrics) WorkerWakeup(uint32)                        {}
-func (m *queueMetrics) WorkerWait(uint32, time.Duration)           {}
-func (m *queueMetrics) WorkerStop(_ uint32, _ bool, status string) {}
-func (m *queueMetrics) QueuePut()                                  { m.puts.Add(1) }
-func (m *queueMetrics) QueuePull()                                 { m.pulls.Add(1) }
-func (m *queueMetrics) QueueRetry()                                {}
-func (m *queueMetrics) QueueLeak(string)                           { m.leaks.Add(1) }
-func (m *queueMetrics) QueueDeadline()                             { m.deadline.Add(1) }
-func (m *queueMetrics) QueueLost()                                 { m.lost.Add(1) }
-func (m *queueMetrics) SubqPut(string)                             {}
-func (m *queueMetrics) SubqPull(string)                            {}
-func (m *queueMetrics) SubqLeak(string)                            {}

@@ -83,6 +83,10 @@ func TestWriterUploadsInParallel(t *testing.T) {
 		r := &s3.Reader{Client: e.client, Bucket: e.bucket, Prefix: e.prefix, Retry: fastRetry}
 		for _, name := range names[1:] {
 			for {
+				// Watched before the look: an upload stored between
+				// the look and the watch would otherwise be the last
+				// change, and nothing would wake the wait.
+				bl := w.WatchBacklog()
 				ok, err := r.Exists(ctx, sink.AreaReady, name)
 				if err != nil {
 					t.Fatal(err)
@@ -90,7 +94,6 @@ func TestWriterUploadsInParallel(t *testing.T) {
 				if ok {
 					break
 				}
-				bl := w.WatchBacklog()
 				select {
 				case <-bl.Changed:
 				case <-ctx.Done():
