@@ -333,23 +333,29 @@ func (pl *pipeline) feed() {
 				<-slots
 				return
 			}
+			// turn takes the rest of names[i]'s part from its newest
+			// end (turnLocked); then the feeder starts again at k,
+			// from there.
+			turn := func(met bool) bool {
+				pl.mu.Lock()
+				turned := pl.turnLocked(k, i, met)
+				pl.mu.Unlock()
+				if turned {
+					<-delivering
+					<-slots
+				}
+				return turned
+			}
 			if m := int(pl.met.Swap(0)); m > 0 {
 				pl.mu.Lock()
 				shuffled := pl.order != nil
 				pl.shuffleLocked() // other restorers work here: spread out
 				pl.mu.Unlock()
-				if shuffled && m-1 == pl.part(i) && !pl.turned[m-1] {
-					// Met at its frontier: take the rest of the
-					// part from its newest end instead.
-					pl.mu.Lock()
-					turned := pl.turnLocked(k, i, true)
-					pl.mu.Unlock()
-					if turned {
-						<-delivering
-						<-slots
-						k--
-						continue
-					}
+				if shuffled && m-1 == pl.part(i) && turn(true) {
+					// Met at its frontier: the rest of the part
+					// from its newest end instead.
+					k--
+					continue
 				}
 				if shuffled {
 					pl.left = m // leave the part where one works to it
@@ -363,14 +369,9 @@ func (pl *pipeline) feed() {
 				pl.relistRecords.Store(false)
 				pl.relistReady.Store(false)
 				pl.others(i, true, true)
-				pl.mu.Lock()
-				turned := pl.turnLocked(k, i, false)
-				pl.mu.Unlock()
-				if turned {
+				if turn(false) {
 					// Another works from the part's oldest end: take
 					// it from its newest, to meet in its middle.
-					<-delivering
-					<-slots
 					k--
 					continue
 				}

@@ -97,9 +97,10 @@ type fleetFigures struct {
 // against a directory with the default settings: dumping o.n records,
 // restoring them with one restorer, and restoring many small segments with
 // several restorers at once, from a directory, from S3 (versitygw) and from
-// S3 through a proxy adding o.rtt to every request (as AWS would); and the
-// requests per segment and per block. Medians of o.rounds rounds, each
-// running every store once.
+// S3 through a proxy adding o.rtt to every request (as AWS would: an HTTP
+// proxy, a TCP delay line or both, o.proxy); and the requests per segment
+// and per block, and the CPU per request of the small segments' restore.
+// Medians of o.rounds rounds, each running every store once.
 func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-bench"})
 	if err != nil {
@@ -110,21 +111,33 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 		{name: "directory", dir: o.dir},
 		{name: "S3", srv: srv, direct: srv, counter: &s3test.Counter{}},
 	}
-	if o.rtt > 0 && (o.proxy == "http" || o.proxy == "both") {
-		p, err := s3test.NewProxy(srv, o.rtt)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
-		stores = append(stores, &fleetStore{name: fmt.Sprintf("S3 +%s", o.rtt), srv: p.Server(), direct: srv, counter: &s3test.Counter{}, rtt: o.rtt})
+	if o.proxy != "http" && o.proxy != "tcp" && o.proxy != "both" {
+		return fmt.Errorf("-proxy %q: http, tcp or both", o.proxy)
 	}
-	if o.rtt > 0 && (o.proxy == "tcp" || o.proxy == "both") {
-		p, err := s3test.NewDelayProxy(srv, o.rtt)
-		if err != nil {
-			return err
+	// The latency columns: an HTTP proxy (S3 +RTT, as before) and a TCP
+	// delay line (S3 +RTT tcp), which costs this process less CPU.
+	for _, kind := range []string{"http", "tcp"} {
+		if o.rtt <= 0 || o.proxy != kind && o.proxy != "both" {
+			continue
 		}
-		defer p.Close()
-		stores = append(stores, &fleetStore{name: fmt.Sprintf("S3 +%s tcp", o.rtt), srv: p.Server(), direct: srv, counter: &s3test.Counter{}, rtt: o.rtt})
+		var target *s3test.Server
+		var closer io.Closer
+		name := fmt.Sprintf("S3 +%s", o.rtt)
+		if kind == "http" {
+			p, err := s3test.NewProxy(srv, o.rtt)
+			if err != nil {
+				return err
+			}
+			target, closer = p.Server(), p
+		} else {
+			p, err := s3test.NewDelayProxy(srv, o.rtt)
+			if err != nil {
+				return err
+			}
+			target, closer, name = p.Server(), p, name+" tcp"
+		}
+		defer closer.Close()
+		stores = append(stores, &fleetStore{name: name, srv: target, direct: srv, counter: &s3test.Counter{}, rtt: o.rtt})
 	}
 	small, smallRecords, err := smallTemplate(o, pool)
 	if err != nil {
@@ -132,14 +145,11 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 	}
 	defer os.RemoveAll(small)
 	if o.cpuprof != "" {
-		f, err := os.Create(o.cpuprof)
+		stop, err := startCPUProfile(o.cpuprof)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	rounds := make([][]fleetFigures, len(stores))
 	for k := range max(o.rounds, 1) {
