@@ -70,8 +70,8 @@ func TestTurnTakesAPartOthersWorkFromItsNewestEnd(t *testing.T) {
 }
 
 // Parts hold a 256th of a listing, from 64 segments to a page, except in
-// listings smaller than 8 parts of 64, which are cut into 8 parts of at
-// least 8: the end of a drain, when what is left fits in one part of 64,
+// listings smaller than 8 parts of 64, which are cut into eighths of at
+// least 8 segments: the end of a drain, when what is left fits in one part of 64,
 // is still spread over by the restorers sharing it.
 func TestPartSize(t *testing.T) {
 	for _, c := range []struct{ n, want int }{

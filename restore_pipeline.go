@@ -43,8 +43,8 @@ import (
 // The pass's order is the listing's, oldest first, until other restorers
 // show (they held claims when the pass listed the store, or a run met one of
 // their claims): from there on the listing is cut into parts (a 256th of it,
-// from 64 segments to a page of 1000; 8 parts of a smaller listing, down to
-// 8 segments a part), taken in a random order (each oldest
+// from 64 segments to a page of 1000; a smaller listing's eighths, of at
+// least 8 segments), taken in a random order (each oldest
 // first), so that restorers spread over the listing instead of all trying
 // the same segments; a part is looked at (its page of the listing, and the
 // records) before it is started. A part the look finds others holding
@@ -103,7 +103,7 @@ type pipeline struct {
 // 256th of it, at least minPart segments and at most a page (seenPage), so
 // that looking at a part is a request for its page, and a large listing
 // is not looked at part by part by every restorer; a listing of fewer than
-// 8 × minPart is cut into 8 parts of at least minSmallPart (partSize).
+// 8 × minPart is cut into eighths of at least minSmallPart (partSize).
 const (
 	minPart      = 64
 	minSmallPart = 8
@@ -111,8 +111,8 @@ const (
 )
 
 // partSize returns how many segments a part of a listing of n holds: a
-// 256th of it, from minPart to a page (seenPage), and at least 8 parts of
-// a listing smaller than 8 × minPart (but parts of at least minSmallPart),
+// 256th of it, from minPart to a page (seenPage), and an eighth of a
+// listing smaller than 8 × minPart (but at least minSmallPart segments),
 // so that restorers sharing a small listing (the end of a drain, when what
 // is left fits in one part of 64) still spread over it instead of all
 // taking it in the same order.
