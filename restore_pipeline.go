@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -42,11 +43,17 @@ import (
 // The pass's order is the listing's, oldest first, until other restorers
 // show (they held claims when the pass listed the store, or a run met one of
 // their claims): from there on the listing is cut into parts (a 256th of it,
-// from 64 segments to a page of 1000), taken in a random order (each oldest
+// from 64 segments to a page of 1000; a smaller listing's eighths, of at
+// least 8 segments), taken in a random order (each oldest
 // first), so that restorers spread over the listing instead of all trying
 // the same segments; a part is looked at (its page of the listing, and the
-// records) before it is started, and a part where a run met another
-// restorer's claim is left to it. A segment whose claim was live when the
+// records) before it is started. A part the look finds others holding
+// segments of, and the rest of the part where a run first met another
+// restorer's claim, are taken from their newest end (turnLocked): the two
+// meet in the part's middle, where one would otherwise lose every segment
+// it has in flight at the other's frontier, and the last parts of a drain
+// are shared instead of left each to one restorer. A part where a run meets
+// another's claim again is left to it. A segment whose claim was live when the
 // pass listed the store is left to its holder without a request (the
 // listing's look at its record keeps observing it, so that a holder that
 // stopped is taken over once its lease passes); when a run meets another
@@ -89,16 +96,29 @@ type pipeline struct {
 	gone          map[string]bool // no longer ready
 	met           atomic.Int64    // 1 + the part where a run met another's claim
 	left          int             // 1 + the part being passed over
+	turned        map[int]bool    // parts taken newest first (under mu)
 }
 
 // A part of the listing, when other restorers work on the store, holds a
 // 256th of it, at least minPart segments and at most a page (seenPage), so
 // that looking at a part is a request for its page, and a large listing
-// is not looked at part by part by every restorer.
+// is not looked at part by part by every restorer; a listing of fewer than
+// 8 × minPart is cut into eighths of at least minSmallPart (partSize).
 const (
-	minPart = 64
-	parts   = 256
+	minPart      = 64
+	minSmallPart = 8
+	parts        = 256
 )
+
+// partSize returns how many segments a part of a listing of n holds: a
+// 256th of it, from minPart to a page (seenPage), and an eighth of a
+// listing smaller than 8 × minPart (but at least minSmallPart segments),
+// so that restorers sharing a small listing (the end of a drain, when what
+// is left fits in one part of 64) still spread over it instead of all
+// taking it in the same order.
+func partSize(n int) int {
+	return min(max(n/parts, min(minPart, max(minSmallPart, n/8))), seenPage)
+}
 
 // at returns the index in names of the segment at position k of the order,
 // for Run, which is there.
@@ -177,7 +197,7 @@ func (r *Restorer) segmentsInFlight(opts *RunOptions) int {
 func (r *Restorer) newPipeline(ctx context.Context, opts *RunOptions, names []string) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	pl := &pipeline{r: r, opts: opts, names: names, depth: r.segmentsInFlight(opts), ctx: ctx, cancel: cancel,
-		partSize: min(max(len(names)/parts, minPart), seenPage),
+		partSize: partSize(len(names)),
 		jobs:     map[int]*segJob{}, passed: map[int]error{}, taken: map[*segJob]bool{}, started: map[string]bool{}}
 	pl.changed = sync.NewCond(&pl.mu)
 	if len(opts.Segments) == 0 {
@@ -229,6 +249,41 @@ func (pl *pipeline) shuffleLocked() {
 	}
 }
 
+// turnLocked reverses the order of the rest of the part of names[i], from
+// position k on, when the look at it found segments of it claimed by other
+// restorers (which take it oldest first from where they entered it), so
+// that this restorer takes it from its newest end and meets them in its
+// middle instead of at their frontier, where all its segments in flight
+// would be claims lost to them. It reports whether it did; it does not
+// when Run has reached position k (the order of what Run reached stays).
+func (pl *pipeline) turnLocked(k, i int, met bool) bool {
+	p := pl.part(i)
+	if pl.order == nil || pl.runAt >= k || pl.turned[p] {
+		return false
+	}
+	end := k
+	held := false
+	for end < len(pl.order) && pl.part(pl.order[end]) == p {
+		name := pl.names[pl.order[end]]
+		if !pl.started[name] && (pl.elsewhere[name] || pl.listed != nil && pl.listed.live[name]) {
+			held = true
+		}
+		end++
+	}
+	if !held && !met || end-k < 2 {
+		return false
+	}
+	if pl.turned == nil {
+		pl.turned = map[int]bool{}
+	}
+	pl.turned[p] = true
+	slices.Reverse(pl.order[k:end])
+	for q := k; q < end; q++ {
+		pl.pos[pl.order[q]] = q
+	}
+	return true
+}
+
 // part returns the part of names[i].
 func (pl *pipeline) part(i int) int { return i / pl.partSize }
 
@@ -260,7 +315,7 @@ func (pl *pipeline) feed() {
 	slots := make(chan struct{}, 2*pl.depth) // runs
 	delivering := make(chan struct{}, pl.depth)
 	looked := -1 // the part looked at last
-	for k := range pl.names {
+	for k := 0; k < len(pl.names); k++ {
 		if pl.ctx.Err() != nil {
 			return
 		}
@@ -280,11 +335,30 @@ func (pl *pipeline) feed() {
 				<-slots
 				return
 			}
+			// turn takes the rest of names[i]'s part from its newest
+			// end (turnLocked); then the feeder starts again at k,
+			// from there.
+			turn := func(met bool) bool {
+				pl.mu.Lock()
+				turned := pl.turnLocked(k, i, met)
+				pl.mu.Unlock()
+				if turned {
+					<-delivering
+					<-slots
+				}
+				return turned
+			}
 			if m := int(pl.met.Swap(0)); m > 0 {
 				pl.mu.Lock()
 				shuffled := pl.order != nil
 				pl.shuffleLocked() // other restorers work here: spread out
 				pl.mu.Unlock()
+				if shuffled && m-1 == pl.part(i) && turn(true) {
+					// Met at its frontier: the rest of the part
+					// from its newest end instead.
+					k--
+					continue
+				}
 				if shuffled {
 					pl.left = m // leave the part where one works to it
 				}
@@ -297,6 +371,12 @@ func (pl *pipeline) feed() {
 				pl.relistRecords.Store(false)
 				pl.relistReady.Store(false)
 				pl.others(i, true, true)
+				if turn(false) {
+					// Another works from the part's oldest end: take
+					// it from its newest, to meet in its middle.
+					k--
+					continue
+				}
 			} else if pl.looking.Load() {
 				// A look is on its way: start what is known not
 				// taken, as the look will.

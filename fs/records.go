@@ -78,6 +78,11 @@ const recordSuffix = ".claim"
 // testHookLocked, set by tests, runs when a write holds its lock.
 var testHookLocked func()
 
+// testHookCreate, set by tests, runs when a write that found no record is
+// about to create its first file (lost false), and when it found one there
+// then (lost true).
+var testHookCreate func(lost bool)
+
 // errUnsure means a write finished after its lock was broken, or after the
 // record was removed: it may or may not have taken effect.
 var errUnsure = errors.New("the write may not have taken effect: its lock was broken while it wrote (the process stalled for longer than a lock is held)")
@@ -208,8 +213,17 @@ func (r *Reader) change(ctx context.Context, sp space, name string, data []byte,
 			return "", fmt.Errorf("%w: record of %s: it is gone", sink.ErrConflict, name)
 		case errors.Is(err, os.ErrNotExist):
 			err = r.createFirst(dir, base, data)
+			if errors.Is(err, os.ErrExist) && testHookCreate != nil {
+				testHookCreate(true)
+			}
 			if errors.Is(err, os.ErrExist) && attempt < 3 {
 				continue // made meanwhile: decide on it
+			}
+			if errors.Is(err, os.ErrExist) {
+				// Made by others each time this write looked, and
+				// removed again by its next look: nothing written, as
+				// when another's record is there first.
+				return "", fmt.Errorf("%w: record of %s: made by another writer meanwhile, %d times", sink.ErrConflict, name, attempt+1)
 			}
 			if err != nil {
 				return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
@@ -222,7 +236,13 @@ func (r *Reader) change(ctx context.Context, sp space, name string, data []byte,
 		if errors.Is(err, errRestart) && attempt < 3 {
 			continue
 		}
-		if errors.Is(err, errRestart) || errors.Is(err, errUnsure) {
+		if err == errRestart { //nolint:errorlint // the bare sentinel: removed, nothing else failed
+			// Removed while this write waited and made again by
+			// others before its next look, each time: nothing
+			// written.
+			return "", fmt.Errorf("%w: record of %s: removed and made again by other writers meanwhile, %d times", sink.ErrConflict, name, attempt+1)
+		}
+		if errors.Is(err, errUnsure) {
 			return "", fmt.Errorf("dlqdump: fs: write record of %s: %w", name, err)
 		}
 		return v, err
@@ -240,6 +260,9 @@ func (r *Reader) createFirst(dir, base string, data []byte) error {
 		return err
 	}
 	sync, _ := r.syncs.due(filepath.Join(dir, base))
+	if testHookCreate != nil {
+		testHookCreate(false)
+	}
 	if _, err := r.create(dir, base, base, data, false, sync); err != nil {
 		return err
 	}

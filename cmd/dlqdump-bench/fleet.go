@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/dlqdump/dlqdump"
 	"github.com/dlqdump/dlqdump/decoder"
 	"github.com/dlqdump/dlqdump/fs"
+	"github.com/dlqdump/dlqdump/internal/childproc"
 	"github.com/dlqdump/dlqdump/s3"
 	"github.com/dlqdump/dlqdump/s3/s3test"
 	"github.com/dlqdump/dlqdump/sink"
@@ -32,6 +34,7 @@ type fleetStore struct {
 	counter *s3test.Counter
 	rtt     time.Duration
 	seq     int
+	profile string // a file for a CPU profile of the small segments' restore
 }
 
 func (s *fleetStore) s3() bool { return s.srv != nil }
@@ -84,15 +87,20 @@ type fleetFigures struct {
 	dumpReq, restoreReq, smallReq s3test.Counts
 	dumpSegs, restoreSegs, blocks int
 	smallSegs                     int
+	// CPU of the small segments' restore: this process's (restorers,
+	// clients and the latency proxy), the S3 server's (versitygw's, from
+	// /proc) and the whole machine's busy time, and how long it took.
+	smallCPU, smallServerCPU, smallBusy, smallTook time.Duration
 }
 
 // benchFleet measures, side by side in one run, what a fleet on S3 gets
 // against a directory with the default settings: dumping o.n records,
 // restoring them with one restorer, and restoring many small segments with
 // several restorers at once, from a directory, from S3 (versitygw) and from
-// S3 through a proxy adding o.rtt to every request (as AWS would); and the
-// requests per segment and per block. Medians of o.rounds rounds, each
-// running every store once.
+// S3 through a proxy adding o.rtt to every request (as AWS would: an HTTP
+// proxy, a TCP delay line or both, o.proxy); and the requests per segment
+// and per block, and the CPU per request of the small segments' restore.
+// Medians of o.rounds rounds, each running every store once.
 func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-bench"})
 	if err != nil {
@@ -103,13 +111,33 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 		{name: "directory", dir: o.dir},
 		{name: "S3", srv: srv, direct: srv, counter: &s3test.Counter{}},
 	}
-	if o.rtt > 0 {
-		p, err := s3test.NewProxy(srv, o.rtt)
-		if err != nil {
-			return err
+	if o.proxy != "http" && o.proxy != "tcp" && o.proxy != "both" {
+		return fmt.Errorf("-proxy %q: http, tcp or both", o.proxy)
+	}
+	// The latency columns: an HTTP proxy (S3 +RTT, as before) and a TCP
+	// delay line (S3 +RTT tcp), which costs this process less CPU.
+	for _, kind := range []string{"http", "tcp"} {
+		if o.rtt <= 0 || o.proxy != kind && o.proxy != "both" {
+			continue
 		}
-		defer p.Close()
-		stores = append(stores, &fleetStore{name: fmt.Sprintf("S3 +%s", o.rtt), srv: p.Server(), direct: srv, counter: &s3test.Counter{}, rtt: o.rtt})
+		var target *s3test.Server
+		var closer io.Closer
+		name := fmt.Sprintf("S3 +%s", o.rtt)
+		if kind == "http" {
+			p, err := s3test.NewProxy(srv, o.rtt)
+			if err != nil {
+				return err
+			}
+			target, closer = p.Server(), p
+		} else {
+			p, err := s3test.NewDelayProxy(srv, o.rtt)
+			if err != nil {
+				return err
+			}
+			target, closer, name = p.Server(), p, name+" tcp"
+		}
+		defer closer.Close()
+		stores = append(stores, &fleetStore{name: name, srv: target, direct: srv, counter: &s3test.Counter{}, rtt: o.rtt})
 	}
 	small, smallRecords, err := smallTemplate(o, pool)
 	if err != nil {
@@ -117,18 +145,18 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 	}
 	defer os.RemoveAll(small)
 	if o.cpuprof != "" {
-		f, err := os.Create(o.cpuprof)
+		stop, err := startCPUProfile(o.cpuprof)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	rounds := make([][]fleetFigures, len(stores))
 	for k := range max(o.rounds, 1) {
 		for i, s := range stores {
+			if o.smallProf != "" && i == len(stores)-1 && k == max(o.rounds, 1)-1 {
+				s.profile = o.smallProf
+			}
 			var f fleetFigures
 			if err := fleetRound(o, pool, s, small, smallRecords, &f); err != nil {
 				return fmt.Errorf("round %d, %s: %w", k+1, s.name, err)
@@ -139,6 +167,19 @@ func benchFleet(w io.Writer, o *options, pool [][]byte) error {
 	}
 	fleetReport(w, o, stores, rounds, smallRecords)
 	return nil
+}
+
+// startCPUProfile starts a CPU profile into path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // fleetRound measures one store once.
@@ -176,10 +217,27 @@ func fleetRound(o *options, pool [][]byte, s *fleetStore, small string, smallRec
 	if s.s3() {
 		before = s.counter.Counts()
 	}
-	d, err = drainWith(func() sink.Reader { return s.reader(place) }, o.restorers, smallRecords, f.smallSegs)
+	pid := 0
+	if s.s3() {
+		pid = s.direct.PID
+	}
+	if s.profile != "" {
+		stop, err := startCPUProfile(s.profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	cpu0, server0, busy0 := processCPU(), childproc.CPU(pid), machineBusy()
+	// Labelled, so that -cpuprofile shows this phase alone:
+	// go tool pprof -tagfocus 'phase=small S3 +20ms' ...
+	pprof.Do(context.Background(), pprof.Labels("phase", "small "+s.name), func(context.Context) {
+		d, err = drainWith(func() sink.Reader { return s.reader(place) }, o.restorers, smallRecords, f.smallSegs)
+	})
 	if err != nil {
 		return err
 	}
+	f.smallCPU, f.smallServerCPU, f.smallBusy, f.smallTook = processCPU()-cpu0, childproc.CPU(pid)-server0, machineBusy()-busy0, d
 	f.small = float64(f.smallSegs) / d.Seconds()
 	if s.s3() {
 		f.smallReq = s.counter.Counts().Sub(before)
@@ -237,6 +295,17 @@ func fleetReport(w io.Writer, o *options, stores []*fleetStore, rounds [][]fleet
 		fmt.Fprintf(w, "restore, per segment (%d blocks each)\t%s\t%.2f\t%s\t\n", f.blocks/max(f.restoreSegs, 1), s.name, per(f.restoreReq.Total(), f.restoreSegs), f.restoreReq.Per(f.restoreSegs))
 		fmt.Fprintf(w, "restore, per block\t%s\t%.2f\t%s\t\n", s.name, per(f.restoreReq.Total(), f.blocks), f.restoreReq.Per(f.blocks))
 		fmt.Fprintf(w, "small segments, per segment (%d restorers)\t%s\t%.2f\t%s\t\n", o.restorers, s.name, per(f.smallReq.Total(), f.smallSegs), f.smallReq.Per(f.smallSegs))
+	}
+	fmt.Fprintf(w, "\nsmall segments' CPU (last round)\tstore\tper request: this process\tversitygw\tmachine\tmachine busy\t\n")
+	for i, s := range stores {
+		if !s.s3() {
+			continue
+		}
+		f := last(i)
+		n := time.Duration(max(f.smallReq.Total(), 1))
+		fmt.Fprintf(w, "process: restorers, clients%s\t%s\t%s\t%s\t%s\t%.0f%% of %s × %d cores\t\n", map[bool]string{true: ", proxy"}[s.rtt > 0], s.name,
+			(f.smallCPU / n).Round(time.Microsecond), (f.smallServerCPU / n).Round(time.Microsecond), (f.smallBusy / n).Round(time.Microsecond),
+			100*f.smallBusy.Seconds()/(f.smallTook.Seconds()*float64(runtime.NumCPU())), f.smallTook.Round(time.Millisecond), runtime.NumCPU())
 	}
 	fmt.Fprintf(w, "\ncommand: %s\t\n", strings.Join(os.Args, " "))
 }

@@ -41,6 +41,7 @@ func benchFleetFloor(args []string) error {
 	restorers := fl.Int("restorers", 4, "restorers whose segments in flight the workers stand for")
 	rtt := fl.Duration("rtt", 20*time.Millisecond, "the round trip the proxy adds to every request (0: no proxy)")
 	size := fl.Int("segment-size", 4096, "bytes of each segment")
+	proxy := fl.String("proxy", "http", "what adds -rtt: http (s3test.Proxy) or tcp (s3test.DelayProxy)")
 	_ = fl.Parse(args)
 	srv, stop, err := s3test.Versity(&s3test.Options{Bucket: "dlqdump-bench"})
 	if err != nil {
@@ -48,7 +49,15 @@ func benchFleetFloor(args []string) error {
 	}
 	defer stop()
 	target := srv
-	if *rtt > 0 {
+	switch {
+	case *rtt > 0 && *proxy == "tcp":
+		p, err := s3test.NewDelayProxy(srv, *rtt)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		target = p.Server()
+	case *rtt > 0:
 		p, err := s3test.NewProxy(srv, *rtt)
 		if err != nil {
 			return err
@@ -106,8 +115,8 @@ func benchFleetFloor(args []string) error {
 	}
 	cpu, busy := processCPU()-cpu0, machineBusy()-busy0
 	reqs := requests.Load()
-	fmt.Printf("fleet-floor on %s +%s: %d segments of %d blocks, %d at once (%d restorers × 2 × %d), %d requests each\n",
-		srv.Name, *rtt, *n, *blocks, workers, *restorers, dlqdump.DefaultSegmentsInFlight, 5+*blocks)
+	fmt.Printf("fleet-floor on %s: %d segments of %d blocks, %d at once (%d restorers × 2 × %d), %d requests each\n",
+		target.Name, *n, *blocks, workers, *restorers, dlqdump.DefaultSegmentsInFlight, 5+*blocks)
 	fmt.Printf("  %.0f segments/s (%d in %s)\n", float64(*n)/took.Seconds(), *n, took.Round(time.Millisecond))
 	fmt.Printf("  CPU per request: this process (client and proxy) %s, machine %s (of which versitygw and the rest of the machine %s); machine busy %.0f%% of %s\n",
 		(cpu / time.Duration(reqs)).Round(time.Microsecond), (busy / time.Duration(reqs)).Round(time.Microsecond),

@@ -31,16 +31,18 @@ import (
 )
 
 type options struct {
-	n        int
-	size     int
-	codec    string
-	dir      string
-	capacity dlqdump.MemorySize
-	latency  time.Duration
-	poolSize int
-	rounds   int
-	live     bool
-	cpuprof  string
+	n         int
+	size      int
+	codec     string
+	dir       string
+	capacity  dlqdump.MemorySize
+	latency   time.Duration
+	poolSize  int
+	rounds    int
+	live      bool
+	cpuprof   string
+	smallProf string // fleet: a CPU profile of the last store's small segments
+	proxy     string // fleet: http, tcp or both
 
 	// fleet
 	rtt           time.Duration
@@ -84,8 +86,10 @@ func main() {
 	fl.IntVar(&o.poolSize, "pool", 65536, "distinct records generated and cycled through")
 	fl.IntVar(&o.rounds, "rounds", 3, "restore rounds, each beside the ceiling; the best ratio is reported")
 	fl.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the restore rounds to this file")
+	fl.StringVar(&o.smallProf, "small-cpuprofile", "", "fleet: write a CPU profile of the last column's small segments (through the latency proxy), last round, to this file")
 	fl.BoolVar(&o.live, "live", true, "keep the n records alive in the heap while dumping (they are what is enqueued) and restoring, as a service keeps its data")
 	fl.DurationVar(&o.rtt, "rtt", 20*time.Millisecond, "fleet: the round trip a proxy adds to every S3 request, as AWS has; 0: no proxied column")
+	fl.StringVar(&o.proxy, "proxy", "both", "fleet: what adds -rtt to every request: http (s3test.Proxy, an HTTP reverse proxy in this process, the S3 +RTT column), tcp (s3test.DelayProxy, a delay line per TCP connection, cheaper in CPU: the S3 +RTT tcp column) or both, side by side")
 	fl.IntVar(&o.restorers, "restorers", 4, "fleet: restorers draining the small segments at once")
 	fl.IntVar(&o.smallRecords, "small-records", 60_000, "fleet: records dumped into small segments")
 	fl.StringVar(&smallCapacity, "small-capacity", "4KiB", "fleet: Capacity of the small segments")
