@@ -56,18 +56,14 @@ func (g *segRun) selectedAll(start *claims.Progress) bool {
 // segment a carving pass left, stopped, is restored so by its next pass,
 // not copied again). The progress goes back to start, which lists none of
 // them (none was delivered), and the records are read again (a small
-// segment from the bytes a dry run kept, restore_kept.go). A run
-// interrupted before the progress went back writes the side segment from
-// the carved runs, as it would have. done reports that the run ends there,
-// with err.
+// segment from the bytes a dry run kept, restore_kept.go): the carving
+// read saved no checkpoint, so the record holds start already. done reports
+// that the run ends there, with err.
 func (g *segRun) uncarve(start claims.Progress) (done bool, err error) {
 	g.r.log.Debug("a carving pass selects every record of a segment: delivering them from it", slog.String("segment", g.name), slog.Uint64("records", g.carved))
 	g.rep.Carved -= g.carved
 	g.carved, g.carve, g.carving = 0, false, false
 	g.prog = start
-	if err := g.save(true); err != nil {
-		return true, err
-	}
 	return g.readToEnd()
 }
 

@@ -254,6 +254,9 @@ func (g *segRun) readToEnd() (done bool, err error) {
 	}
 	if !g.prog.Done { // the last block's checkpoint did not say so (no footer)
 		g.prog.Done = true
+		if g.carving {
+			return false, nil // said by the save that names the side segment, or by the run's end
+		}
 		if err := g.save(true); err != nil {
 			return true, err
 		}
