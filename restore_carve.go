@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/dlqdump/dlqdump/internal/claims"
 )
@@ -69,19 +70,44 @@ func (g *segRun) uncarve(start claims.Progress) (done bool, err error) {
 
 // restoreCarved restores the side segments a carving run wrote (sides), one
 // after the other, without carving them again. A side segment another pass
-// claimed first (one whose selection takes its records too) or finished is
-// left to it: it delivers them once either way.
+// claimed first (one whose selection overlaps: it carves its share out of
+// it, or delivers from it) is not left to it, which takes only what it
+// selects: with opts.WaitClaimed the pass waits for it as for a segment held
+// by another restorer (restore_held.go) and restores what is left of it;
+// without, or once the wait is over, it counts it in rep.Claimed, so that
+// the pass is not taken as complete (a job retries). A side segment gone
+// (ErrNotFound) was finished by the other pass: it held no record but
+// those it selected.
 func (r *Restorer) restoreCarved(ctx context.Context, opts *RunOptions, sides []string, rep *Report) error {
 	o := *opts
 	o.Carve = false
 	for _, name := range sides {
-		_, err := r.restoreRun(ctx, name, &o, rep, nil)
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrClaimed), errors.Is(err, ErrNotFound):
-			r.log.Debug("a carved side segment was taken by another pass", slog.String("segment", name), slog.Any("error", err))
-		default:
-			return err
+		until := time.Now().Add(opts.WaitClaimed)
+		for attempt := 0; ; attempt++ {
+			_, err := r.restoreRun(ctx, name, &o, rep, nil)
+			if errors.Is(err, ErrClaimed) && opts.WaitClaimed > 0 && time.Now().Before(until) {
+				r.log.Debug("a carved side segment is held by another pass: waiting for it", slog.String("segment", name), slog.Any("error", err))
+				err = r.awaitRelease(ctx, opts, name, until, attempt)
+				switch {
+				case ctx.Err() != nil:
+					return ctx.Err()
+				case r.closing.Err() != nil:
+					return ErrClosed
+				case opts.Stop != nil && opts.Stop.Err() != nil:
+					return &blockStop{context.Cause(opts.Stop)}
+				case err == nil:
+					continue
+				}
+			}
+			switch {
+			case err == nil, errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrClaimed):
+				r.log.Debug("a carved side segment is held by another pass", slog.String("segment", name), slog.Any("error", err))
+				rep.Claimed++
+			default:
+				return err
+			}
+			break
 		}
 	}
 	return nil

@@ -126,7 +126,9 @@ type RunOptions struct {
 	// segment is held only for the copy, and passes whose selections are
 	// disjoint (restore jobs at a slow Rate) deliver from it at the same
 	// time; with overlapping selections a record carved by one is gone
-	// from the segment, and delivered once. It costs a copy of the
+	// from the segment, and delivered once (a side segment another pass
+	// holds when this one comes to it is waited for with WaitClaimed,
+	// and counted in Report.Claimed otherwise or once the wait is over). It costs a copy of the
 	// selected records (on S3 a few more requests per segment: the side
 	// segment's record, its staging, its move and the checkpoints around
 	// them). A carving pass works on one segment at a time
