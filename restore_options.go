@@ -132,7 +132,12 @@ type RunOptions struct {
 	// selected records (on S3 a few more requests per segment: the side
 	// segment's record, its staging, its move and the checkpoints around
 	// them). A carving pass works on one segment at a time
-	// (Config.SegmentsInFlight does not apply). Restore jobs with a
+	// (Config.SegmentsInFlight does not apply). A progress listing carved
+	// records not yet in their side segment stores them as records set
+	// aside for quarantine with a reason saying so, so that a dlqdump
+	// from before carving quarantines them (or the whole segment) rather
+	// than losing them; still, run this version on every restorer before
+	// jobs carve (docs/RELIABILITY.md). Restore jobs with a
 	// selection and a Rate carve (package jobs). Default false: a pass
 	// delivers from the segment while it holds it.
 	Carve bool

@@ -33,7 +33,10 @@ type Progress struct {
 	// and took out of the segment, not yet in their side segment: like
 	// Aside, runs in order before the position, apart from each other
 	// (not from Aside's: the two interleave).
-	Carve []Aside `json:"carve,omitempty"`
+	// On the store they are among the Aside runs, marked Carved
+	// (progress_carve.go: an older dlqdump sees them set aside for
+	// quarantine).
+	Carve []Aside `json:"-"`
 	// Writing names the side segments being written from runs this
 	// progress still lists: set in the save that writes the runs down
 	// before their side segments, cleared in the save that drops them. A
@@ -82,6 +85,9 @@ type Aside struct {
 	// remainder).
 	Quarantine bool `json:"q,omitempty"`
 	Reason     int  `json:"r,omitempty"`
+	// Carved marks, on the store, a run of Progress.Carve written among
+	// the Aside runs (progress_carve.go); never set in a parsed Progress.
+	Carved bool `json:"c,omitempty"`
 }
 
 // Records returns the number of records of a run.
@@ -290,7 +296,7 @@ func (p *Progress) Started() bool {
 
 // Marshal encodes p.
 func (p *Progress) Marshal() json.RawMessage {
-	b, _ := json.Marshal(p) // a Progress always marshals
+	b, _ := json.Marshal(p.stored()) // a Progress always marshals
 	return b
 }
 
@@ -303,6 +309,9 @@ func ParseProgress(b json.RawMessage) (Progress, error) {
 	p.size = -1
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %w", err)
+	}
+	if err := p.splitCarved(); err != nil {
+		return Progress{}, err
 	}
 	if len(p.Aside)+len(p.Carve) > MaxAside || len(p.Reasons) > MaxReasons {
 		return Progress{}, fmt.Errorf("dlqdump: damaged progress in a claim record: %d runs and %d reasons, at most %d and %d", len(p.Aside)+len(p.Carve), len(p.Reasons), MaxAside, MaxReasons)
