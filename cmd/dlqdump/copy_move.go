@@ -145,6 +145,11 @@ func (c *copier) moveReady(si sink.Info) (res copyResult, err error) {
 	progress := cl.Progress()
 	v := &claimView{}
 	v.Prog, v.ProgErr = claims.ParseProgress(progress)
+	if v.ProgErr == nil && v.Prog.WritingSides() {
+		// Its side segments are reserved here, pending on it: moved,
+		// it would write them there too.
+		return res, fmt.Errorf("%s not moved: a restore of it is writing side segments (records carved or set aside being copied out of it): restore it first", srcPath)
+	}
 	started := v.ProgErr != nil || v.Started()
 	if _, ok := c.existing[si.Area][si.Name]; ok {
 		// A copy with the same bytes is there already (cp'd there):

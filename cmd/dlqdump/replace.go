@@ -88,8 +88,8 @@ func (a *app) replaceClaimed(l *location, si sink.Info, write copyWriter) (strin
 	switch {
 	case err != nil:
 		return "", err
-	case len(prog.Aside) > 0 || prog.Done:
-		return "", fmt.Errorf("a restore of it is finishing (records set aside, or done): restore it first")
+	case prog.InFlight():
+		return "", fmt.Errorf("a restore of it is in flight (records set aside or carved, side segments being written, or done): restore it first")
 	}
 	finish := func() error {
 		keep.Stop()

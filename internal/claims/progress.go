@@ -294,6 +294,27 @@ func (p *Progress) Started() bool {
 	return p.Offset != 0 || p.Seq != 0 || p.Delivered != 0 || p.Quarantined != 0 || p.Skipped != 0 || p.Done
 }
 
+// InFlight reports whether p holds work a restorer began and has not
+// finished: records set aside (Aside) or carved (Carve) not yet in their
+// side segments, side segments being written (WritingSides), or every
+// record handled (Done: what remains is to finish the segment). A command
+// that replaces the segment by a copy of its own carrying the progress
+// (dlqdump summarize, rewrap) refuses such a segment: the runs and
+// positions may not hold in the copy, and a side segment being written
+// would be written again from it.
+func (p *Progress) InFlight() bool {
+	return len(p.Aside) > 0 || p.Done || p.WritingSides()
+}
+
+// WritingSides reports whether side segments may be being written from p:
+// carved runs (Carve) or side segments named (Writing). Their records are
+// reserved in the store as pending on this segment; a command that moves
+// the segment with its progress to another store (dlqdump mv) refuses it,
+// or the side segments would be written in both.
+func (p *Progress) WritingSides() bool {
+	return len(p.Carve) > 0 || len(p.Writing) > 0
+}
+
 // Marshal encodes p.
 func (p *Progress) Marshal() json.RawMessage {
 	b, _ := json.Marshal(p.stored()) // a Progress always marshals
