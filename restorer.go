@@ -386,7 +386,7 @@ func (r *Restorer) swept(name string, rec *claims.Record) {
 		} else {
 			r.account(to, &p)
 		}
-	case rec.State == claims.StateOpen && perr == nil && p.Started() && !(p.Done && len(p.Aside) == 0):
+	case rec.State == claims.StateOpen && perr == nil && p.Started() && !(p.Done && len(p.Aside) == 0 && len(p.Carve) == 0):
 		// A restore under way (or released midway) whose segment is in
 		// neither the ready area nor quarantine: removed by someone
 		// without its claim.

@@ -54,12 +54,7 @@ func (r *Restorer) selectedWhole(ctx context.Context, f sink.File, si sink.Info,
 			if seq >= p.Seq && !p.Done {
 				return false
 			}
-			for _, a := range p.Aside {
-				if a.Has(seq) {
-					return false
-				}
-			}
-			return true
+			return !p.Listed(seq)
 		}
 	}
 	selected, unselected := false, false

@@ -164,7 +164,7 @@ func histKeyOf(si sink.Info, cv *inspect.Claim) segKey {
 	k := keyOf(si)
 	if cv.Started() {
 		p := &cv.Prog
-		k.prog = fmt.Sprintf("%d/%d/%t/%v", p.Offset, p.Seq, p.Done, p.Aside)
+		k.prog = fmt.Sprintf("%d/%d/%t/%v/%v", p.Offset, p.Seq, p.Done, p.Aside, p.Carve)
 	}
 	return k
 }

@@ -315,6 +315,19 @@ func (p *Progress) WritingSides() bool {
 	return len(p.Carve) > 0 || len(p.Writing) > 0
 }
 
+// Listed reports whether record seq is listed in Aside or Carve: set aside
+// or carved, and not yet in a side segment (still only in the segment).
+func (p *Progress) Listed(seq uint64) bool {
+	for _, runs := range [][]Aside{p.Aside, p.Carve} {
+		for _, a := range runs {
+			if a.Has(seq) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Marshal encodes p.
 func (p *Progress) Marshal() json.RawMessage {
 	b, _ := json.Marshal(p.stored()) // a Progress always marshals

@@ -39,7 +39,7 @@ func (v *Claim) Status() string {
 
 // Started reports whether the progress says any work was done.
 func (v *Claim) Started() bool {
-	return v != nil && v.ProgErr == nil && (v.Prog.Started() || len(v.Prog.Aside) > 0)
+	return v != nil && v.ProgErr == nil && (v.Prog.Started() || len(v.Prog.Aside) > 0 || len(v.Prog.Carve) > 0)
 }
 
 // Handled says what a restore did with the records a walk leaves out (""
@@ -55,11 +55,22 @@ func (v *Claim) Handled() string {
 	return s
 }
 
-// Aside counts the records set aside before the position and not yet copied
-// into a side segment: they are still only in this segment.
+// Aside counts the records set aside or carved (by a carving pass: Carved)
+// before the position and not yet copied into a side segment: they are
+// still only in this segment.
 func (v *Claim) Aside() uint64 {
 	var n uint64
 	for _, r := range v.Prog.Aside {
+		n += r.Records()
+	}
+	return n + v.Carved()
+}
+
+// Carved counts the records a carving pass took out of the segment that are
+// not yet in their side segment (pending): they are still only here.
+func (v *Claim) Carved() uint64 {
+	var n uint64
+	for _, r := range v.Prog.Carve {
 		n += r.Records()
 	}
 	return n
@@ -75,18 +86,13 @@ func (v *Claim) Remaining(records uint64) uint64 {
 }
 
 // Skip reports whether record seq was handled already: before the position
-// and not among the records set aside (which are still only here). A nil
-// Claim skips nothing.
+// and not among the records set aside or carved (which are still only here).
+// A nil Claim skips nothing.
 func (v *Claim) Skip(seq uint64) bool {
 	if v == nil || v.ProgErr != nil || seq >= v.Prog.Seq && !v.Prog.Done {
 		return false
 	}
-	for _, r := range v.Prog.Aside {
-		if r.Has(seq) {
-			return false
-		}
-	}
-	return true
+	return !v.Prog.Listed(seq)
 }
 
 // Until returns when a held claim expires unless renewed: its last write
@@ -147,6 +153,9 @@ func (v *Claim) Counts(records uint64, known bool) string {
 	}
 	if p.Skipped > 0 {
 		parts = append(parts, fmt.Sprintf("%d left by filters", p.Skipped))
+	}
+	if n := v.Carved(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d carved (their side segment pending: still here)", n))
 	}
 	if known {
 		parts = append(parts, fmt.Sprintf("%d remaining", v.Remaining(records)+v.Aside()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/dlqdump/dlqdump/segment"
@@ -85,7 +86,7 @@ func (o *WalkOpts) from() segment.Position {
 		return segment.Position{}
 	}
 	pos := segment.Position{Offset: v.Prog.Offset, Seq: v.Prog.Seq}
-	for _, r := range v.Prog.Aside {
+	for _, r := range append(slices.Clip(v.Prog.Aside), v.Prog.Carve...) {
 		if r.From < pos.Seq {
 			pos = segment.Position{Offset: r.Offset, Seq: r.From}
 		}
