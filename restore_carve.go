@@ -68,6 +68,25 @@ func (g *segRun) uncarve(start claims.Progress) (done bool, err error) {
 	return g.readToEnd()
 }
 
+// readCarved is a dry run's reading of the records its progress lists as
+// carved, not yet in their side segment: it writes no side segment, so it
+// reads them where they are, as a remainder, counting those it selects as a
+// restore delivers them (from their side segment, which the next run
+// writes and its pass restores) and the others as left. The progress then
+// lists none of them.
+func (g *segRun) readCarved() error {
+	aside, skipped := g.prog.Aside, g.prog.Skipped
+	g.prog.Aside = nil
+	for _, a := range g.prog.Carve {
+		a.Quarantine, a.Reason = false, 0
+		g.prog.Aside = append(g.prog.Aside, a)
+	}
+	g.prog.Carve = nil
+	err := g.readRemainder()
+	g.prog.Aside, g.prog.Skipped = aside, skipped
+	return err
+}
+
 // restoreCarved restores the side segments a carving run wrote (sides), one
 // after the other, without carving them again. A side segment another pass
 // claimed first (one whose selection overlaps: it carves its share out of

@@ -59,3 +59,33 @@ func TestViewsOfACarvedProgress(t *testing.T) {
 		t.Fatalf("JSON remaining: %+v", j)
 	}
 }
+
+// A dry run (a job's estimate, Left) over a segment whose progress lists
+// carved records not yet in a side segment counts those it selects as
+// deliverable, as a restore delivers them. Before, it skipped them: it
+// estimated 20 for a restore of everything (40) and 0 for batch 0 (20).
+func TestDryRunEstimateOverCarvedProgress(t *testing.T) {
+	st := carveStore(t, 40, 2)
+	carvedNotWritten(t, st)
+	dry := newRestorer(t, dlqdump.Config{Reader: st, Queue: newCarveDest(nil)})
+	all, err := dry.Run(t.Context(), dlqdump.RunOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b0, err := dry.Run(t.Context(), dlqdump.RunOptions{DryRun: true, Where: dlqdump.Headers{"batch": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, err := dry.Run(t.Context(), dlqdump.RunOptions{DryRun: true, Where: dlqdump.Headers{"batch": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Delivered != 40 || b0.Delivered != 20 || b1.Delivered != 20 {
+		t.Fatalf("dry-run estimates %d (all), %d (batch 0), %d (batch 1); want 40, 20, 20", all.Delivered, b0.Delivered, b1.Delivered)
+	}
+	got := newCarveDest(nil)
+	rep, err := newRestorer(t, dlqdump.Config{Reader: st, Queue: got}).Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}})
+	if err != nil || rep.Delivered != 20 {
+		t.Fatalf("a batch-0 restore after: %+v, %v", rep, err)
+	}
+}

@@ -198,6 +198,11 @@ func (g *segRun) run(found json.RawMessage) error {
 	if err := g.checkProgress(); err != nil {
 		return g.quarantineWhole("progress", err.Error(), 0)
 	}
+	if g.dry && len(g.prog.Carve) > 0 {
+		if err := g.readCarved(); err != nil {
+			return err
+		}
+	}
 	if g.prog.Full() || len(g.prog.Carve) > 0 {
 		// Records carved by a run that stopped before their side
 		// segment was written (or before its progress dropped them):
