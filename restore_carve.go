@@ -38,9 +38,11 @@ import (
 
 // carves reports whether the run carves: the pass asks for it, selects
 // records (a pass over everything would carve the whole segment), delivers
-// them (not a Discard) and is not a dry run.
+// them (not a Discard), is not a dry run, and its selection does not name
+// segments (the "segment" field: it would not select the records again in
+// their side segment, whose name is another).
 func (g *segRun) carves() bool {
-	return g.opts.Carve && g.filtered && g.opts.Discard == "" && !g.dry
+	return g.opts.Carve && g.filtered && g.opts.Discard == "" && !g.dry && !g.opts.Select.NamesSegment()
 }
 
 // selectedAll reports whether a carving run that read the segment from

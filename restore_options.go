@@ -137,7 +137,9 @@ type RunOptions struct {
 	// aside for quarantine with a reason saying so, so that a dlqdump
 	// from before carving quarantines them (or the whole segment) rather
 	// than losing them; still, run this version on every restorer before
-	// jobs carve (docs/RELIABILITY.md). Restore jobs with a
+	// jobs carve (docs/RELIABILITY.md). A pass whose Select uses the
+	// "segment" field does not carve (its side segments, under other
+	// names, would not be selected again). Restore jobs with a
 	// selection and a Rate carve (package jobs). Default false: a pass
 	// delivers from the segment while it holds it.
 	Carve bool

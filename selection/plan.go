@@ -338,6 +338,14 @@ func (s *Selection) NamesArea() bool {
 	return s != nil && walk(s.root, func(a *atom) bool { return a.field == fArea })
 }
 
+// NamesSegment reports whether the selection uses the "segment" field
+// anywhere: which records it selects depends on the name of the segment
+// holding them (a record copied into another segment may no longer be
+// selected).
+func (s *Selection) NamesSegment() bool {
+	return s != nil && walk(s.root, func(a *atom) bool { return a.field == fSegment })
+}
+
 // Segments returns the segment names the selection is restricted to, when
 // it is ("segment = NAME", or "in", in every branch that can match): a
 // command then reads those segments without listing the store. ok is false
