@@ -139,7 +139,9 @@ type RunOptions struct {
 	// than losing them; still, run this version on every restorer before
 	// jobs carve (docs/RELIABILITY.md). A pass whose Select uses the
 	// "segment" field does not carve (its side segments, under other
-	// names, would not be selected again). Restore jobs with a
+	// names, would not be selected again). Side segments carry a summary
+	// unless Config.NoSummary, so that passes selecting none of a carved
+	// side segment's records skip it; with NoSummary they read it. Restore jobs with a
 	// selection and a Rate carve (package jobs). Default false: a pass
 	// delivers from the segment while it holds it.
 	Carve bool

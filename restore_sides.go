@@ -121,16 +121,18 @@ func (g *segRun) writeSide(area sink.Area, runs []claims.Aside, name string, car
 	// A side segment of an encrypted segment is encrypted under the same
 	// data key (its wrapped key copied, so the Restorer needs no
 	// recipients), sealed under a block key of its own (a new salt). It
-	// carries a summary, as a Queue's segments do: a selective pass that
-	// takes none of its records (a restore job beside the one that
-	// carved it) neither claims nor reads it.
+	// carries a summary unless Config.NoSummary (readers that predate
+	// summaries refuse segments with one), as a Queue's segments do: a
+	// selective pass that takes none of its records (a restore job beside
+	// the one that carved it) neither claims nor reads it; without one,
+	// such a pass reads it.
 	var out io.Writer = sw
 	var kept *keptCopy
 	if carved && src.DataKey() == nil {
 		kept = &keptCopy{w: sw}
 		out = kept
 	}
-	w, err := segment.NewWriter(out, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey(), Summarize: true})
+	w, err := segment.NewWriter(out, hdr, &segment.WriterOptions{BlockSize: g.blockSize(), Key: src.DataKey(), Summarize: !g.r.c.NoSummary})
 	if err == nil {
 		err = g.copyRuns(src, w, runs)
 	}
