@@ -365,17 +365,17 @@ func (c *Claimer) present(ctx context.Context, area sink.Area, name string) (boo
 }
 
 // sideFree reports whether the pending record rec of the side segment name
-// lets it be claimed: its parent is no longer ready, or the record is Named
-// and the parent's progress does not name it (Progress.Writing): the
-// parent's runs that it holds are no longer listed there, so nothing
-// publishes it again.
+// lets it be claimed. A side Reserved (not Named) is free once its parent is
+// no longer ready. A Named side is free once its parent's progress does not
+// name it (Progress.Writing): the parent's runs that it holds are no longer
+// listed there, so nothing publishes it again. That holds wherever the
+// parent is: a parent quarantined whole mid-carve keeps its progress, and,
+// released, would carve and publish the same records again. A parent with
+// no record (finished, or never saved) names none.
 func (c *Claimer) sideFree(ctx context.Context, name string, rec *Record) (bool, error) {
-	ready, err := c.present(ctx, sink.AreaReady, rec.Parent)
-	if err != nil || !ready {
-		return !ready, err
-	}
 	if !rec.Named {
-		return false, nil
+		ready, err := c.present(ctx, sink.AreaReady, rec.Parent)
+		return err == nil && !ready, err
 	}
 	data, _, err := c.recs.ReadRecord(ctx, rec.Parent)
 	if errors.Is(err, sink.ErrNotFound) {
