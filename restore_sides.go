@@ -187,8 +187,10 @@ func (k *keptCopy) Write(p []byte) (int, error) {
 }
 
 // blockSize returns the block size of side segments: the source's largest
-// block, so that a side segment's blocks, and with them the records an
-// interruption may deliver twice, are no larger than its source's.
+// block (at least 512 bytes, the least BlockSize a Queue takes; the default
+// for a source without a footer), so that a side segment's blocks, and with
+// them the records an interruption may deliver twice, are no larger than
+// its source's.
 func (g *segRun) blockSize() int {
 	n := 0
 	if ft := g.sr.Footer(); ft != nil {
@@ -196,10 +198,10 @@ func (g *segRun) blockSize() int {
 			n = max(n, int(b.RawLen))
 		}
 	}
-	if n < 512 || n > segment.DefaultBlockSize {
+	if n == 0 || n > segment.DefaultBlockSize {
 		return segment.DefaultBlockSize
 	}
-	return n
+	return max(n, 512) // the least BlockSize a Queue takes
 }
 
 // copyRuns copies the records of runs from src into w, with the reason and
