@@ -96,16 +96,23 @@ func (g *segRun) readCarved() error {
 // selects: with opts.WaitClaimed the pass waits for it as for a segment held
 // by another restorer (restore_held.go) and restores what is left of it;
 // without, or once the wait is over, it counts it in rep.Claimed, so that
-// the pass is not taken as complete (a job retries). A side segment gone
-// (ErrNotFound) was finished by the other pass: it held no record but
-// those it selected.
+// the pass is not taken as complete (a job retries). A side segment found
+// gone, or listing side segments written from it, counts in rep.Moved:
+// another pass had it, and may have copied records this one selects into a
+// remainder segment of its own (when its progress was full).
 func (r *Restorer) restoreCarved(ctx context.Context, opts *RunOptions, sides []string, rep *Report) error {
 	o := *opts
 	o.Carve = false
 	for _, name := range sides {
 		until := time.Now().Add(opts.WaitClaimed)
 		for attempt := 0; ; attempt++ {
-			_, err := r.restoreRun(ctx, name, &o, rep, nil)
+			res, err := r.restoreRun(ctx, name, &o, rep, nil)
+			if res.moved || errors.Is(err, ErrNotFound) {
+				// Another pass had it (this one wrote it): that
+				// pass may have moved records this one selects
+				// into segments it did not list.
+				rep.Moved++
+			}
 			if errors.Is(err, ErrClaimed) && opts.WaitClaimed > 0 && time.Now().Before(until) {
 				r.log.Debug("a carved side segment is held by another pass: waiting for it", slog.String("segment", name), slog.Any("error", err))
 				err = r.awaitRelease(ctx, opts, name, until, attempt)

@@ -50,7 +50,13 @@ func (r *Restorer) restoreHeld(ctx context.Context, opts *RunOptions, held []str
 			case opts.Stop != nil && opts.Stop.Err() != nil:
 				return settle(name, &blockStop{context.Cause(opts.Stop)})
 			case err == nil:
-				err = r.restoreSegment(ctx, name, opts, rep, nil)
+				var moved bool
+				moved, err = r.restoreWithSides(ctx, name, opts, rep, nil)
+				if moved && !errors.Is(err, ErrClaimed) {
+					// Its holder may have moved records this pass
+					// selects into segments it did not list.
+					rep.Moved++
+				}
 			}
 			if errors.Is(err, ErrClaimed) && time.Now().Before(until) {
 				continue // taken by another since: wait again

@@ -296,6 +296,13 @@ type Report struct {
 	// lease); with RunOptions.WaitClaimed, those still held at the end of
 	// the wait.
 	Claimed int
+	// Moved counts the segments the pass waited for (RunOptions.WaitClaimed:
+	// another pass held them) and then found gone, or holding side
+	// segments written from them: their holder may have copied records the
+	// pass selects into new segments (a remainder, when its progress was
+	// full) that the pass's listing did not have. A restore job runs
+	// another pass when it is not zero, as for Claimed.
+	Moved int
 	// DamagedBlocks counts blocks that could not be read.
 	DamagedBlocks int
 	// ReleasedDamagedBlocks counts the damaged blocks of segments released

@@ -567,6 +567,7 @@ func (rep *Report) add(o *Report) {
 	rep.Carved += o.Carved
 	rep.LeftSegments += o.LeftSegments
 	rep.Claimed += o.Claimed
+	rep.Moved += o.Moved
 	rep.DamagedBlocks += o.DamagedBlocks
 	rep.ReleasedDamagedBlocks += o.ReleasedDamagedBlocks
 	rep.Completed += o.Completed

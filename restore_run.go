@@ -57,6 +57,9 @@ type segRun struct {
 	key      []byte // an encrypted segment's data key: the progress is signed with it
 	lastSave time.Time
 	filtered bool
+	// sidesFound is the count of remainder side segments written from the
+	// segment that the progress found by its claim listed (Report.Moved).
+	sidesFound int
 	// released: the segment was quarantined and released since (its
 	// record says so); reported is then the damaged blocks its progress
 	// counted, which that quarantine reported already.
@@ -93,34 +96,50 @@ type segRun struct {
 // segment at a time); a carving pass then restores the side segments it
 // carved out of it (restore_carve.go).
 func (r *Restorer) restoreSegment(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) error {
-	carved, err := r.restoreRun(ctx, name, opts, rep, in)
-	if err != nil || len(carved) == 0 {
-		return err
-	}
-	return r.restoreCarved(ctx, opts, carved, rep)
+	_, err := r.restoreWithSides(ctx, name, opts, rep, in)
+	return err
 }
 
-// restoreRun is restoreSegment's run of the segment itself; it returns the
-// side segments it carved.
-func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) (carved []string, _ error) {
+// restoreWithSides is restoreSegment; moved reports whether the segment
+// was gone or finished by another, or its progress listed side segments
+// written from it (Report.Moved).
+func (r *Restorer) restoreWithSides(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) (moved bool, _ error) {
+	res, err := r.restoreRun(ctx, name, opts, rep, in)
+	moved = res.moved || errors.Is(err, ErrNotFound)
+	if err != nil || len(res.carved) == 0 {
+		return moved, err
+	}
+	return moved, r.restoreCarved(ctx, opts, res.carved, rep)
+}
+
+// runResult is what restoreRun tells its callers besides its error: the
+// side segments it carved, and whether the segment was finished by another
+// or its progress listed side segments written from it.
+type runResult struct {
+	carved []string
+	moved  bool
+}
+
+// restoreRun is restoreSegment's run of the segment itself.
+func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions, rep *Report, in *inFlight) (res runResult, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.closing, cancel) // Close stops the run too
 	defer stop()
 	g := &segRun{r: r, opts: opts, rep: rep, name: name, dry: opts.DryRun, ctx: ctx, filtered: opts.filtered(), in: in}
 	g.carve = g.carves()
-	defer func() { carved = g.carvedSides }()
+	defer func() { res.carved, res.moved = g.carvedSides, res.moved || g.sidesFound > 0 }()
 	g.reasons.m = rep.ByReason
 	var found json.RawMessage
 	if g.dry {
 		rec, live, err := r.claimer.Inspect(ctx, name)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		if rec != nil && rec.State == claims.StateFinishing && rec.To != nil && !live {
 			// A claim would complete what its holder decided.
 			rep.Completed++
-			return nil, nil
+			return res, nil
 		}
 		if rec != nil {
 			found = rec.Progress
@@ -131,10 +150,11 @@ func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions
 		var fin *claims.Finished
 		if errors.As(err, &fin) {
 			r.completed(fin, rep)
-			return nil, nil
+			res.moved = true // finished by the holder it waited for
+			return res, nil
 		}
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		if moving := cl.Remote(); len(moving) > 0 {
 			// Handed over to another store by dlqdump mv, which
@@ -142,7 +162,7 @@ func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
 			defer cancel()
 			_ = cl.Release(rctx)
-			return nil, fmt.Errorf("%w: segment %s is being moved to %s (run that dlqdump mv again to complete it)", ErrClaimed, name, moving[0].Remote)
+			return res, fmt.Errorf("%w: segment %s is being moved to %s (run that dlqdump mv again to complete it)", ErrClaimed, name, moving[0].Remote)
 		}
 		g.keep = claims.Keep(ctx, cl, r.log)
 		g.ctx = g.keep.Context()
@@ -172,7 +192,7 @@ func (r *Restorer) restoreRun(ctx context.Context, name string, opts *RunOptions
 		// lost: whatever call that cut short, the claim's loss is why.
 		err = fmt.Errorf("%w: segment %s: %w", ErrLeaseLost, name, err)
 	}
-	return nil, err
+	return res, err
 }
 
 // run restores the segment from found, the progress its record holds: it
@@ -184,6 +204,7 @@ func (g *segRun) run(found json.RawMessage) error {
 		return g.quarantineWhole("progress", fmt.Sprintf("its restore progress cannot be trusted (%v); records may have been delivered already", err), 0)
 	}
 	g.prog = prog
+	g.sidesFound = prog.Remainders
 	if g.released {
 		g.reported = prog.Damaged
 	}

@@ -71,6 +71,9 @@ func (g *segRun) writeSides(all bool) error {
 			return err
 		}
 		g.prog.Sides++
+		if sd.area == sink.AreaReady && !sd.carved {
+			g.prog.Remainders++
+		}
 		g.rep.SideSegments++
 		if sd.carved && !g.dry {
 			// Restored by the pass once the segment is let go (a dry

@@ -183,7 +183,7 @@ func (x *execution) pass() passEnd {
 		}
 		rep, err = x.r.Run(x.keep.Context(), opts)
 		x.counted(&rep)
-		if err != nil || rep.Claimed > 0 {
+		if err != nil || rep.Claimed > 0 || rep.Moved > 0 {
 			return x.ended(&rep, err)
 		}
 		x.mu.Lock()
@@ -290,9 +290,10 @@ func (x *execution) endOf(rep *dlqdump.Report, err error) passEnd {
 		return passEnd{kind: endClosing, next: now}
 	case err != nil:
 		return passEnd{kind: endFailed, err: err}
-	case rep.Claimed > 0:
-		// Segments it selects are held by other restorers: on again
-		// once they let them go.
+	case rep.Claimed > 0 || rep.Moved > 0:
+		// Segments it selects are held by other restorers, or their
+		// holders moved records it selects into segments its listing
+		// did not have: on again once they let them go.
 		return passEnd{kind: endHeld, next: now.Add(x.rn.o.PollInterval).Truncate(time.Second)}
 	}
 	return passEnd{kind: endCompleted}

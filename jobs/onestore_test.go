@@ -235,8 +235,10 @@ func TestWaitForAHeldSegmentIsBounded(t *testing.T) {
 // deliver each record once: one job at a time holds a segment, and the
 // next reads only what the one before left in it. Here 4 jobs, each
 // selecting two neighbouring batches of 5 (batches 0-1, 1-2, 2-3, 3-4),
-// over segments of 15 records, on 4 Restorers; every job completes in one
-// pass.
+// over segments of 15 records, on 4 Restorers; every job completes in at
+// most two passes (a pass that waited for a segment another job then
+// finished runs one more: that job may have moved records into segments
+// the pass did not list, Report.Moved).
 func TestOverlappingJobsDeliverEachRecordOnce(t *testing.T) {
 	st := memsink.New()
 	dumpBatches(t, st, 5*40, 40, 15)
@@ -253,8 +255,8 @@ func TestOverlappingJobsDeliverEachRecordOnce(t *testing.T) {
 	var delivered uint64
 	for k := range 4 {
 		j := waitJob(t, js, fmt.Sprint("j", k))
-		if j.State != jobs.Completed || j.Attempts != 1 {
-			t.Fatalf("job %s: %s after %d passes; want completed in one", j.ID, j.State, j.Attempts)
+		if j.State != jobs.Completed || j.Attempts > 2 {
+			t.Fatalf("job %s: %s after %d passes; want completed in at most two", j.ID, j.State, j.Attempts)
 		}
 		delivered += j.Delivered
 	}

@@ -29,6 +29,11 @@ type Progress struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// Sides counts the side segments written for this segment so far.
 	Sides int `json:"sides,omitempty"`
+	// Remainders counts those of them holding records the filters of the
+	// pass that wrote them left (a remainder copied out when the progress
+	// was full): records another pass may select, in segments it may not
+	// have listed.
+	Remainders int `json:"remainders,omitempty"`
 	// Carve lists the records a carving pass (RunOptions.Carve) selected
 	// and took out of the segment, not yet in their side segment: like
 	// Aside, runs in order before the position, apart from each other
