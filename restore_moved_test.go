@@ -98,53 +98,26 @@ func TestCarvedSideRemainderWrittenByAnotherPassIsNotMissed(t *testing.T) {
 	}
 }
 
-// Pass B (batch 1) lists the store while carving pass A (batch 0)
-// holds the segment; A's progress fills up mid-read (interleaved batches,
-// small blocks) and it writes B's records into remainder segments; B then
-// takes the segment and restores what is left of it: it must not end as
-// complete (Report.Moved). Before, it did (no error, nothing Claimed) with
-// 910 of its 2,000 records delivered and the rest in remainder segments it
-// never listed (found by the second review of carving).
+// Pass B (batch 1) lists the store while pass A (batch 0) holds the
+// segment; A's progress fills up mid-read (interleaved batches, small
+// blocks) and it writes B's records into remainder segments; B then takes
+// the segment and restores what is left of it: it must not end as complete
+// (Report.Moved). Before, it did (no error, nothing Claimed) with 910 of its
+// 2,000 records delivered and the rest in remainder segments it never
+// listed (found by the second review of carving).
 func TestPassWaitingForACarvingPassIsNotCompleteWithoutItsRemainder(t *testing.T) {
-	const n = 6000
-	base := smallBlockStore(t, n, 3)
-	parent := base.Names(sink.AreaReady)[0]
-	var once sync.Once
-	dB := newCarveDest(nil)
-	rb := newRestorer(t, dlqdump.Config{Reader: base, Queue: dB, Owner: "pass-b"})
-	type result struct {
-		rep dlqdump.Report
-		err error
-	}
-	doneB := make(chan result, 1)
-	sA := &hookedRecords{Store: base}
-	sA.onWrite = func(name string, data []byte) {
-		if name == parent && strings.Contains(string(data), `"writing"`) {
-			once.Do(func() {
-				go func() {
-					rep, err := rb.Run(context.Background(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "1"}, WaitClaimed: time.Minute})
-					doneB <- result{rep, err}
-				}()
-			})
-		}
-	}
-	dA := newCarveDest(nil)
-	ra := newRestorer(t, dlqdump.Config{Reader: sA, Queue: dA, Owner: "pass-a"})
-	repA, errA := ra.Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: true, WaitClaimed: time.Minute})
-	resB := <-doneB
-	t.Logf("A: delivered %d carved %d sides %d err %v", repA.Delivered, repA.Carved, repA.SideSegments, errA)
-	t.Logf("B: delivered %d claimed %d err %v; ready after: %d segments", resB.rep.Delivered, resB.rep.Claimed, resB.err, len(base.Names(sink.AreaReady)))
-	if resB.err == nil && resB.rep.Claimed == 0 && resB.rep.Moved == 0 && resB.rep.Delivered < n/3 {
-		t.Fatalf("pass B ended complete having delivered %d of its %d records", resB.rep.Delivered, n/3)
-	}
+	waitingPassSeesTheRemainder(t, 6000, true)
 }
 
-// The same with a selective pass that does not carve: its progress fills
-// up and it writes the waiting pass's records into remainder segments
-// (before carving this could happen too: 1,844 of 4,000 delivered, the pass
-// complete).
+// The same with a selective pass that does not carve (before carving this
+// could happen too: 1,844 of 4,000 delivered, the pass complete).
 func TestPassWaitingForASelectivePassIsNotCompleteWithoutItsRemainder(t *testing.T) {
-	const n = 12000
+	waitingPassSeesTheRemainder(t, 12000, false)
+}
+
+// waitingPassSeesTheRemainder runs the test above over n records, pass A
+// carving or not.
+func waitingPassSeesTheRemainder(t *testing.T, n int, carve bool) {
 	base := smallBlockStore(t, n, 3)
 	parent := base.Names(sink.AreaReady)[0]
 	var once sync.Once
@@ -168,11 +141,11 @@ func TestPassWaitingForASelectivePassIsNotCompleteWithoutItsRemainder(t *testing
 	}
 	dA := newCarveDest(nil)
 	ra := newRestorer(t, dlqdump.Config{Reader: sA, Queue: dA, Owner: "pass-a"})
-	repA, errA := ra.Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: false, WaitClaimed: time.Minute})
+	repA, errA := ra.Run(t.Context(), dlqdump.RunOptions{Where: dlqdump.Headers{"batch": "0"}, Carve: carve, WaitClaimed: time.Minute})
 	resB := <-doneB
 	t.Logf("A: delivered %d carved %d sides %d err %v", repA.Delivered, repA.Carved, repA.SideSegments, errA)
-	t.Logf("B: delivered %d claimed %d err %v; ready after: %d segments", resB.rep.Delivered, resB.rep.Claimed, resB.err, len(base.Names(sink.AreaReady)))
-	if resB.err == nil && resB.rep.Claimed == 0 && resB.rep.Moved == 0 && resB.rep.Delivered < n/3 {
+	t.Logf("B: delivered %d claimed %d moved %d err %v; ready after: %d segments", resB.rep.Delivered, resB.rep.Claimed, resB.rep.Moved, resB.err, len(base.Names(sink.AreaReady)))
+	if resB.err == nil && resB.rep.Claimed == 0 && resB.rep.Moved == 0 && resB.rep.Delivered < uint64(n/3) {
 		t.Fatalf("pass B ended complete having delivered %d of its %d records", resB.rep.Delivered, n/3)
 	}
 }
